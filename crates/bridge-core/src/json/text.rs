@@ -1,0 +1,600 @@
+use std::borrow::Cow;
+use std::fmt;
+
+use super::cursor::{JsonCursor, Kind};
+
+/// A JSON syntax error, described the way V8's `JSON.parse` describes it.
+///
+/// `position` counts UTF-16 code units from the start of the text, like V8.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub message: String,
+    pub position: usize,
+}
+
+impl fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+/// A [`JsonCursor`] over JSON text that accepts exactly what `JSON.parse`
+/// accepts: RFC 8259 with whitespace limited to space, tab, LF and CR, any
+/// `\uXXXX` escape (unpaired surrogates included), and numbers of any size.
+///
+/// It validates the syntax of everything it passes over, skipped values
+/// included, so that a document is judged as a whole.
+pub struct TextCursor<'a> {
+    src: &'a [u8],
+    pos: usize,
+    /// One flag per entered, still open container: `true` until its first
+    /// member or element has been reached.
+    open: Vec<bool>,
+    /// Container kinds opened while skipping (`b'{'` or `b'['`), reused.
+    skip_stack: Vec<u8>,
+}
+
+type Result<T> = std::result::Result<T, SyntaxError>;
+
+impl<'a> TextCursor<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Self::at(text.as_bytes(), 0)
+    }
+
+    fn at(src: &'a [u8], pos: usize) -> Self {
+        TextCursor {
+            src,
+            pos,
+            open: Vec::new(),
+            skip_stack: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn skip_whitespace(&mut self) {
+        while let Some(&b) = self.src.get(self.pos) {
+            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    #[inline]
+    fn byte(&self) -> Option<u8> {
+        self.src.get(self.pos).copied()
+    }
+
+    /// Skips whitespace and returns the next byte, failing at the end of input.
+    #[inline]
+    fn next_token(&mut self) -> Result<u8> {
+        self.skip_whitespace();
+        match self.byte() {
+            Some(b) => Ok(b),
+            None => Err(self.end_of_input()),
+        }
+    }
+
+    // ---- errors, worded like V8 ------------------------------------------
+
+    fn utf16_position(&self, byte_pos: usize) -> usize {
+        utf16_len(&self.src[..byte_pos.min(self.src.len())])
+    }
+
+    fn error_at(&self, what: &str, byte_pos: usize) -> SyntaxError {
+        let position = self.utf16_position(byte_pos);
+        SyntaxError {
+            message: format!("{what} in JSON at position {position}"),
+            position,
+        }
+    }
+
+    fn end_of_input(&self) -> SyntaxError {
+        SyntaxError {
+            message: "Unexpected end of JSON input".to_owned(),
+            position: self.utf16_position(self.src.len()),
+        }
+    }
+
+    /// `Unexpected token 'x', "…context…" is not valid JSON`, with V8's rule
+    /// for the context: the whole text when it is shorter than 21 characters,
+    /// otherwise up to 10 characters on each side of the token.
+    fn unexpected_token(&self, byte_pos: usize) -> SyntaxError {
+        if byte_pos >= self.src.len() {
+            return self.end_of_input();
+        }
+        let text = String::from_utf8_lossy(self.src);
+        let before = String::from_utf8_lossy(&self.src[..byte_pos]);
+        let chars_before = before.chars().count();
+        let all: Vec<char> = text.chars().collect();
+        let token = all[chars_before];
+        let context = if all.len() < 21 {
+            format!("\"{text}\"")
+        } else {
+            let start = chars_before.saturating_sub(10);
+            let end = (chars_before + 10).min(all.len());
+            let slice: String = all[start..end].iter().collect();
+            let lead = if start > 0 { "..." } else { "" };
+            let tail = if end < all.len() { "..." } else { "" };
+            format!("{lead}\"{slice}\"{tail}")
+        };
+        SyntaxError {
+            message: format!("Unexpected token '{token}', {context} is not valid JSON"),
+            position: self.utf16_position(byte_pos),
+        }
+    }
+
+    // ---- scalars -----------------------------------------------------------
+
+    /// Scans the string starting at the opening quote under the cursor and
+    /// leaves the cursor after the closing quote. Returns the byte range of
+    /// the content and whether it contains escapes.
+    fn scan_string(&mut self) -> Result<(usize, usize, bool)> {
+        debug_assert_eq!(self.byte(), Some(b'"'));
+        let start = self.pos + 1;
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            i = find_string_special(self.src, i);
+            match self.src.get(i) {
+                None => {
+                    return Err(self.error_at("Unterminated string", self.src.len()));
+                }
+                Some(b'"') => {
+                    self.pos = i + 1;
+                    return Ok((start, i, escaped));
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    match self.src.get(i + 1) {
+                        None => return Err(self.end_of_input()),
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                        Some(b'u') => {
+                            for k in 0..4 {
+                                match self.src.get(i + 2 + k) {
+                                    None => return Err(self.end_of_input()),
+                                    Some(h) if h.is_ascii_hexdigit() => {}
+                                    Some(_) => {
+                                        return Err(self.error_at("Bad Unicode escape", i + 2 + k))
+                                    }
+                                }
+                            }
+                            i += 6;
+                        }
+                        Some(_) => return Err(self.error_at("Bad escaped character", i + 1)),
+                    }
+                }
+                Some(_) => {
+                    return Err(self.error_at("Bad control character in string literal", i));
+                }
+            }
+        }
+    }
+
+    /// Scans a number under the cursor and returns its byte range.
+    fn scan_number(&mut self) -> Result<(usize, usize)> {
+        let start = self.pos;
+        let src = self.src;
+        let mut i = start;
+        if src.get(i) == Some(&b'-') {
+            i += 1;
+            if !src.get(i).is_some_and(u8::is_ascii_digit) {
+                return Err(self.error_at("No number after minus sign", i));
+            }
+        }
+        if src.get(i) == Some(&b'0') {
+            i += 1;
+            if src.get(i).is_some_and(u8::is_ascii_digit) {
+                return Err(self.error_at("Unexpected number", i));
+            }
+        } else {
+            while src.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+        }
+        if src.get(i) == Some(&b'.') {
+            i += 1;
+            if !src.get(i).is_some_and(u8::is_ascii_digit) {
+                return Err(self.error_at("Unterminated fractional number", i));
+            }
+            while src.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+        }
+        if matches!(src.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(src.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if !src.get(i).is_some_and(u8::is_ascii_digit) {
+                return Err(self.error_at("Exponent part is missing a number", i));
+            }
+            while src.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+        }
+        self.pos = i;
+        Ok((start, i))
+    }
+
+    fn scan_literal(&mut self, word: &[u8]) -> Result<()> {
+        for (k, &expected) in word.iter().enumerate() {
+            match self.src.get(self.pos + k) {
+                None => return Err(self.end_of_input()),
+                Some(&b) if b == expected => {}
+                Some(_) => return Err(self.unexpected_token(self.pos + k)),
+            }
+        }
+        self.pos += word.len();
+        Ok(())
+    }
+
+    fn kind_of(&self, b: u8) -> Result<Kind> {
+        Ok(match b {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b't' | b'f' => Kind::Bool,
+            b'n' => Kind::Null,
+            b'-' | b'0'..=b'9' => Kind::Number,
+            _ => return Err(self.unexpected_token(self.pos)),
+        })
+    }
+
+    /// Consumes a scalar (anything but an object or array) under the cursor.
+    fn skip_scalar(&mut self, b: u8) -> Result<()> {
+        match b {
+            b'"' => self.scan_string().map(drop),
+            b't' => self.scan_literal(b"true"),
+            b'f' => self.scan_literal(b"false"),
+            b'n' => self.scan_literal(b"null"),
+            b'-' | b'0'..=b'9' => self.scan_number().map(drop),
+            _ => Err(self.unexpected_token(self.pos)),
+        }
+    }
+
+    /// After `{` or `,` inside an object: reads `"key"` and the `:` after it.
+    fn scan_key(&mut self, after_comma: bool) -> Result<(usize, usize, bool)> {
+        let b = self.next_token()?;
+        if b != b'"' {
+            let what = if after_comma {
+                "Expected double-quoted property name"
+            } else {
+                "Expected property name or '}'"
+            };
+            return Err(self.error_at(what, self.pos));
+        }
+        let key = self.scan_string()?;
+        if self.next_token()? != b':' {
+            return Err(self.error_at("Expected ':' after property name", self.pos));
+        }
+        self.pos += 1;
+        Ok(key)
+    }
+
+    /// Whether the innermost open container has not reached its first
+    /// member or element yet; clears the flag.
+    fn take_first(&mut self) -> bool {
+        match self.open.last_mut() {
+            Some(first) => std::mem::replace(first, false),
+            None => false,
+        }
+    }
+
+    fn key_index(&self, (start, end, escaped): (usize, usize, bool), names: &[&str]) -> Option<usize> {
+        let raw = &self.src[start..end];
+        if !escaped {
+            return names.iter().position(|n| n.as_bytes() == raw);
+        }
+        let decoded = decode_string_content(raw).0;
+        names.iter().position(|n| *n == decoded)
+    }
+}
+
+impl<'a> JsonCursor for TextCursor<'a> {
+    type Error = SyntaxError;
+    type Mark = usize;
+
+    fn peek(&mut self) -> Result<Kind> {
+        let b = self.next_token()?;
+        self.kind_of(b)
+    }
+
+    fn skip(&mut self) -> Result<()> {
+        // Iterative on purpose: depth is controlled by the input.
+        let stack = &mut std::mem::take(&mut self.skip_stack);
+        stack.clear();
+        let result = (|| {
+            loop {
+                // A value is expected here.
+                let b = self.next_token()?;
+                match b {
+                    b'{' => {
+                        self.pos += 1;
+                        if self.next_token()? == b'}' {
+                            self.pos += 1;
+                        } else {
+                            self.scan_key(false)?;
+                            stack.push(b'{');
+                            continue;
+                        }
+                    }
+                    b'[' => {
+                        self.pos += 1;
+                        if self.next_token()? == b']' {
+                            self.pos += 1;
+                        } else {
+                            stack.push(b'[');
+                            continue;
+                        }
+                    }
+                    _ => self.skip_scalar(b)?,
+                }
+                // A value has ended: close containers until one expects more.
+                loop {
+                    let Some(&top) = stack.last() else { return Ok(()) };
+                    let b = self.next_token()?;
+                    if top == b'{' {
+                        match b {
+                            b',' => {
+                                self.pos += 1;
+                                self.scan_key(true)?;
+                                break;
+                            }
+                            b'}' => {
+                                self.pos += 1;
+                                stack.pop();
+                            }
+                            _ => {
+                                return Err(self.error_at(
+                                    "Expected ',' or '}' after property value",
+                                    self.pos,
+                                ))
+                            }
+                        }
+                    } else {
+                        match b {
+                            b',' => {
+                                self.pos += 1;
+                                break;
+                            }
+                            b']' => {
+                                self.pos += 1;
+                                stack.pop();
+                            }
+                            _ => {
+                                return Err(self.error_at(
+                                    "Expected ',' or ']' after array element",
+                                    self.pos,
+                                ))
+                            }
+                        }
+                    }
+                }
+            }
+        })();
+        self.skip_stack = std::mem::take(stack);
+        result
+    }
+
+    fn read_bool(&mut self) -> Result<bool> {
+        let b = self.next_token()?;
+        self.skip_scalar(b)?;
+        Ok(b == b't')
+    }
+
+    fn read_number(&mut self) -> Result<f64> {
+        self.next_token()?;
+        let (start, end) = self.scan_number()?;
+        // The scanned text is ASCII and follows JSON's grammar, a subset of
+        // what Rust's float parser accepts; overflow gives infinity as in JS.
+        let text = std::str::from_utf8(&self.src[start..end]).unwrap_or("NaN");
+        Ok(text.parse::<f64>().unwrap_or(f64::NAN))
+    }
+
+    fn read_string(&mut self) -> Result<Cow<'_, str>> {
+        self.next_token()?;
+        let (start, end, escaped) = self.scan_string()?;
+        let raw = &self.src[start..end];
+        if escaped {
+            Ok(Cow::Owned(decode_string_content(raw).0))
+        } else {
+            // The text came from a `&str`, and string boundaries are ASCII quotes.
+            Ok(String::from_utf8_lossy(raw))
+        }
+    }
+
+    fn enter_object(&mut self) -> Result<()> {
+        self.next_token()?;
+        self.pos += 1;
+        self.open.push(true);
+        Ok(())
+    }
+
+    fn next_member(&mut self, names: &[&str]) -> Result<Option<Option<usize>>> {
+        let first = self.take_first();
+        let b = self.next_token()?;
+        let key = if first {
+            if b == b'}' {
+                self.pos += 1;
+                self.open.pop();
+                return Ok(None);
+            }
+            self.scan_key(false)?
+        } else {
+            match b {
+                b',' => {
+                    self.pos += 1;
+                    self.scan_key(true)?
+                }
+                b'}' => {
+                    self.pos += 1;
+                    self.open.pop();
+                    return Ok(None);
+                }
+                _ => {
+                    return Err(self.error_at("Expected ',' or '}' after property value", self.pos))
+                }
+            }
+        };
+        Ok(Some(self.key_index(key, names)))
+    }
+
+    fn enter_array(&mut self) -> Result<()> {
+        self.next_token()?;
+        self.pos += 1;
+        self.open.push(true);
+        Ok(())
+    }
+
+    fn next_element(&mut self) -> Result<bool> {
+        let first = self.take_first();
+        let b = self.next_token()?;
+        if b == b']' && first {
+            self.pos += 1;
+            self.open.pop();
+            return Ok(false);
+        }
+        if first {
+            return Ok(true);
+        }
+        match b {
+            b',' => {
+                self.pos += 1;
+                Ok(true)
+            }
+            b']' => {
+                self.pos += 1;
+                self.open.pop();
+                Ok(false)
+            }
+            _ => Err(self.error_at("Expected ',' or ']' after array element", self.pos)),
+        }
+    }
+
+    fn mark(&mut self) -> Result<usize> {
+        self.skip_whitespace();
+        Ok(self.pos)
+    }
+
+    fn reopen(&self, mark: &usize) -> Self {
+        Self::at(self.src, *mark)
+    }
+
+    fn end(&mut self) -> Result<()> {
+        self.skip_whitespace();
+        if self.pos < self.src.len() {
+            return Err(self.error_at("Unexpected non-whitespace character after JSON", self.pos));
+        }
+        Ok(())
+    }
+}
+
+/// Number of UTF-16 code units in valid UTF-8 text.
+fn utf16_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            0x80..=0xBF => 0,
+            0xF0..=0xFF => 2,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// Index of the first byte at or after `i` that ends the plain part of a
+/// string: a quote, a backslash or a control character; `src.len()` if none.
+/// Eight bytes at a time: this loop is where large payloads spend their time.
+#[inline]
+fn find_string_special(src: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    while i + 8 <= src.len() {
+        let word = u64::from_le_bytes(src[i..i + 8].try_into().expect("8 bytes"));
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        // Per byte: "is zero" for the two comparisons, "is below 0x20" for the
+        // word itself. The lowest flagged byte of each term is exact.
+        let hits = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (word.wrapping_sub(ONES * 0x20) & !word);
+        let hits = hits & HIGHS;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = src.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Decodes the content of a syntactically valid JSON string (without its
+/// quotes). Returns the text, with each unpaired surrogate escape replaced by
+/// U+FFFD, and the first unpaired surrogate found, if any.
+pub fn decode_string_content(raw: &[u8]) -> (String, Option<u16>) {
+    let mut out = String::with_capacity(raw.len());
+    let mut lone = None;
+    let mut i = 0;
+    let hex4 = |at: usize| -> u16 {
+        let digits = std::str::from_utf8(&raw[at..at + 4]).unwrap_or("0000");
+        u16::from_str_radix(digits, 16).unwrap_or(0)
+    };
+    while i < raw.len() {
+        let plain_end = raw[i..].iter().position(|&b| b == b'\\').map_or(raw.len(), |p| i + p);
+        out.push_str(&String::from_utf8_lossy(&raw[i..plain_end]));
+        i = plain_end;
+        if i >= raw.len() {
+            break;
+        }
+        let escape = raw[i + 1];
+        i += 2;
+        let simple = match escape {
+            b'"' => Some('"'),
+            b'\\' => Some('\\'),
+            b'/' => Some('/'),
+            b'b' => Some('\u{8}'),
+            b'f' => Some('\u{c}'),
+            b'n' => Some('\n'),
+            b'r' => Some('\r'),
+            b't' => Some('\t'),
+            _ => None,
+        };
+        if let Some(c) = simple {
+            out.push(c);
+            continue;
+        }
+        let unit = hex4(i);
+        i += 4;
+        match unit {
+            0xD800..=0xDBFF => {
+                let low = (raw.get(i) == Some(&b'\\') && raw.get(i + 1) == Some(&b'u') && i + 6 <= raw.len())
+                    .then(|| hex4(i + 2))
+                    .filter(|u| (0xDC00..=0xDFFF).contains(u));
+                match low {
+                    Some(low) => {
+                        let c = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                        out.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
+                        i += 6;
+                    }
+                    None => {
+                        lone.get_or_insert(unit);
+                        out.push('\u{FFFD}');
+                    }
+                }
+            }
+            0xDC00..=0xDFFF => {
+                lone.get_or_insert(unit);
+                out.push('\u{FFFD}');
+            }
+            _ => out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}')),
+        }
+    }
+    (out, lone)
+}

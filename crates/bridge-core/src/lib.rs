@@ -1,0 +1,19 @@
+//! The AgentLane process-bridge host core, in pure Rust.
+//!
+//! A host runs an AgentLane agent in a Python child process and talks to it
+//! over NDJSON (see PROTOCOL.md in the repository's design notes). This crate
+//! holds everything about that conversation that does not depend on
+//! JavaScript: strict event validation with the reference host's exact
+//! errors ([`validate_event_line`], [`DecodeError`]), command encoding
+//! ([`command`]), and protocol constants. The Node.js addon is a thin
+//! binding over it; a Rust program can use it directly.
+
+pub mod json;
+pub mod schema;
+
+mod decode;
+mod validate;
+mod version;
+
+pub use decode::{validate_event, validate_event_line, DecodeError, EventType};
+pub use version::{is_supported_protocol_version, PROTOCOL_MAJOR, PROTOCOL_VERSION};
