@@ -24,7 +24,7 @@ impl DecodeError {
 
     /// Step 1: the line is not JSON.
     pub fn invalid_json(error: &SyntaxError) -> Self {
-        Self::new(format!("Invalid JSON bridge event: SyntaxError: {}", error.message), Vec::new())
+        Self::new(format!("Invalid JSON bridge event: SyntaxError: {}", error.message()), Vec::new())
     }
 
     /// A line longer than the reader's limit (§2.3 leaves the limit to hosts).

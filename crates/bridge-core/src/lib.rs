@@ -11,6 +11,7 @@
 pub mod json;
 pub mod schema;
 
+pub mod command;
 mod decode;
 mod validate;
 mod version;

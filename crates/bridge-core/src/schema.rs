@@ -79,6 +79,25 @@ pub struct Shape {
     pub summary: Option<&'static str>,
 }
 
+impl Shape {
+    /// The index of the declared key equal to `key`.
+    #[inline]
+    pub fn field_index(&self, key: &[u8]) -> Option<usize> {
+        self.fields.iter().position(|f| bytes_eq(f.name.as_bytes(), key))
+    }
+
+    /// Like [`field_index`](Self::field_index), trying `expected` first:
+    /// writers emit keys in a stable order, so the key after the one matched
+    /// last is usually the next declared one.
+    #[inline]
+    pub fn field_index_from(&self, key: &[u8], expected: usize) -> Option<usize> {
+        match self.fields.get(expected) {
+            Some(f) if bytes_eq(f.name.as_bytes(), key) => Some(expected),
+            _ => self.field_index(key),
+        }
+    }
+}
+
 const fn req(name: &'static str, ty: Ty) -> Field {
     Field { name, ty, optional: false }
 }
@@ -400,12 +419,35 @@ pub static UNKNOWN_KIND_PAYLOAD: Shape = Shape {
     summary: None,
 };
 
+// ---- commands (§4) -----------------------------------------------------------
+
+/// The command types, in reference order (`KNOWN_COMMAND_TYPES`).
+pub const COMMAND_TYPES: [&str; 6] = ["prompt", "approve", "cancel", "configure", "reset", "shutdown"];
+
+/// What each command needs so that the backend does what the host meant
+/// (§4.1, §4.2). Open: the backend ignores other keys, and so do we.
+pub static COMMAND_SHAPES: [&Shape; 6] = [
+    &open(&[req("text", Ty::Str)]),
+    &open(&[req("id", Ty::Str), req("allowed", Ty::Bool), opt("reason", Ty::Str)]),
+    &open(&[]),
+    &open(&[req("patch", Ty::OpenObject)]),
+    &open(&[]),
+    &open(&[]),
+];
+
 /// The most keys any shape declares; the validator keeps one slot per key.
 pub const MAX_FIELDS: usize = 16;
 
-/// Index of `name` in `list`, by exact string comparison.
-pub fn index_of(list: &[&str], name: &str) -> Option<usize> {
-    list.iter().position(|n| *n == name)
+/// Index of `name` in `list`, by exact comparison.
+pub fn index_of(list: &[&str], name: &[u8]) -> Option<usize> {
+    list.iter().position(|n| bytes_eq(n.as_bytes(), name))
+}
+
+/// Byte equality for the short names of the table, inline: length and first
+/// byte rule out almost every candidate without a call into `memcmp`.
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.first() == b.first() && a == b
 }
 
 #[cfg(test)]

@@ -23,21 +23,61 @@ enum Fact {
     Null,
     Bool(bool),
     /// The value is the n-th name of the field's list.
-    Index(usize),
+    Index(u8),
+}
+
+/// Rendered paths of issues, in schema order. Boxed and absent when empty,
+/// so that results stay two words on the (issue-free) hot path.
+#[derive(Debug, Default)]
+struct Issues(Option<Box<Vec<String>>>);
+
+impl Issues {
+    fn one(path: String) -> Self {
+        Issues(Some(Box::new(vec![path])))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|v| v.is_empty())
+    }
+
+    fn push(&mut self, path: String) {
+        self.0.get_or_insert_with(Default::default).push(path);
+    }
+
+    fn append(&mut self, other: Issues) {
+        if let Some(more) = other.0 {
+            match &mut self.0 {
+                Some(list) => list.extend(*more),
+                None => self.0 = Some(more),
+            }
+        }
+    }
+
+    fn into_vec(self) -> Vec<String> {
+        self.0.map(|v| *v).unwrap_or_default()
+    }
 }
 
 /// The result of checking one value.
 #[derive(Debug, Default)]
 struct Checked {
-    /// Rendered paths of the issues found in the value, in schema order.
-    issues: Vec<String>,
+    issues: Issues,
     fact: Fact,
 }
 
 impl Checked {
     fn fact(fact: Fact) -> Self {
-        Checked { issues: Vec::new(), fact }
+        Checked { issues: Issues::default(), fact }
     }
+
+    fn issues(issues: Issues) -> Self {
+        Checked { issues, fact: Fact::Value }
+    }
+}
+
+/// Converts a list index into a fact (lists are short).
+fn index_fact(index: Option<usize>) -> Fact {
+    index.and_then(|i| u8::try_from(i).ok()).map_or(Fact::Value, Fact::Index)
 }
 
 /// One declared key of an object being walked.
@@ -104,7 +144,7 @@ impl Walker {
     }
 
     fn issue_here(&self) -> Checked {
-        Checked { issues: vec![self.render(None)], fact: Fact::Value }
+        Checked::issues(Issues::one(self.render(None)))
     }
 
     /// Skips a value of the wrong kind and reports it at the current path.
@@ -122,8 +162,8 @@ impl Walker {
                 Ok(Checked::fact(if kind == Kind::Null { Fact::Null } else { Fact::Value }))
             }
             Ty::KindProbe if kind == Kind::String => {
-                let found = index_of(&NATIVE_KINDS, &c.read_string()?);
-                Ok(Checked::fact(found.map_or(Fact::Value, Fact::Index)))
+                let found = index_of(&NATIVE_KINDS, c.read_string()?.as_bytes());
+                Ok(Checked::fact(index_fact(found)))
             }
             Ty::KindProbe => c.skip().map(|_| Checked::default()),
             Ty::Nullable(_) if kind == Kind::Null => c.skip().map(|_| Checked::fact(Fact::Null)),
@@ -131,20 +171,20 @@ impl Walker {
             Ty::Str if kind == Kind::String => c.skip().map(|_| Checked::default()),
             Ty::OpenObject if kind == Kind::Object => c.skip().map(|_| Checked::default()),
             Ty::Num if kind == Kind::Number => {
-                if c.read_number()?.is_finite() {
+                if c.read_finite_number()? {
                     Ok(Checked::default())
                 } else {
                     Ok(self.issue_here())
                 }
             }
             Ty::Bool if kind == Kind::Bool => c.read_bool().map(|b| Checked::fact(Fact::Bool(b))),
-            Ty::Lit(names) if kind == Kind::String => match index_of(names, &c.read_string()?) {
-                Some(i) => Ok(Checked::fact(Fact::Index(i))),
+            Ty::Lit(names) if kind == Kind::String => match index_of(names, c.read_string()?.as_bytes()) {
+                Some(i) => Ok(Checked::fact(index_fact(Some(i)))),
                 None => Ok(self.issue_here()),
             },
             Ty::KindName(names) if kind == Kind::String => {
-                let found = index_of(names, &c.read_string()?);
-                Ok(Checked::fact(found.map_or(Fact::Value, Fact::Index)))
+                let found = index_of(names, c.read_string()?.as_bytes());
+                Ok(Checked::fact(index_fact(found)))
             }
             Ty::ArrayOf(element) if kind == Kind::Array => self.check_array(c, element),
             Ty::Object(shape) if kind == Kind::Object => self.check_object(c, shape),
@@ -160,16 +200,16 @@ impl Walker {
         element: &'static Ty,
     ) -> Result<Checked, C::Error> {
         c.enter_array()?;
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let mut index = 0;
         while c.next_element()? {
             self.path.push(Segment::Index(index));
             let checked = self.check(c, element);
             self.path.pop();
-            issues.extend(checked?.issues);
+            issues.append(checked?.issues);
             index += 1;
         }
-        Ok(Checked { issues, fact: Fact::Value })
+        Ok(Checked::issues(issues))
     }
 
     /// Reads an object's members, checking declared keys and noting
@@ -178,13 +218,16 @@ impl Walker {
         &mut self,
         c: &mut C,
         shape: &'static Shape,
-    ) -> Result<(Slots, bool), C::Error> {
-        let names = field_names(shape);
-        let names = &names[..shape.fields.len()];
-        let mut slots = empty_slots();
+        slots: &mut Slots,
+    ) -> Result<bool, C::Error> {
         let mut unknown = false;
+        let mut expected = 0;
         c.enter_object()?;
-        while let Some(member) = c.next_member(names)? {
+        while let Some(member) = c.next_member(|key| {
+            let found = shape.field_index_from(key, expected);
+            expected = found.map_or(expected, |i| i + 1);
+            found
+        })? {
             match member {
                 Some(i) => {
                     let field = &shape.fields[i];
@@ -199,7 +242,7 @@ impl Walker {
                 }
             }
         }
-        Ok((slots, unknown))
+        Ok(unknown)
     }
 
     fn check_object<C: JsonCursor>(
@@ -207,19 +250,20 @@ impl Walker {
         c: &mut C,
         shape: &'static Shape,
     ) -> Result<Checked, C::Error> {
-        let (slots, unknown) = self.walk_members(c, shape)?;
-        Ok(self.assemble(shape, slots, unknown))
+        let mut slots = empty_slots();
+        let unknown = self.walk_members(c, shape, &mut slots)?;
+        Ok(self.assemble(shape, &mut slots, unknown))
     }
 
     /// Orders an object's issues as §7.3 requires: declared keys in schema
     /// order, then the unknown-key issue, then the rule if nothing failed.
-    fn assemble(&mut self, shape: &'static Shape, mut slots: Slots, unknown: bool) -> Checked {
-        let mut issues = Vec::new();
-        for (field, slot) in shape.fields.iter().zip(&mut slots) {
+    fn assemble(&mut self, shape: &'static Shape, slots: &mut Slots, unknown: bool) -> Checked {
+        let mut issues = Issues::default();
+        for (field, slot) in shape.fields.iter().zip(slots.iter_mut()) {
             match slot {
                 None if !field.optional => issues.push(self.render(Some(field.name))),
                 None => {}
-                Some(checked) => issues.append(&mut checked.issues),
+                Some(checked) => issues.append(std::mem::take(&mut checked.issues)),
             }
         }
         if unknown {
@@ -227,23 +271,21 @@ impl Walker {
         }
         if issues.is_empty() {
             if let Some(rule) = shape.rule {
-                self.apply_rule(rule, shape, &slots, &mut issues);
+                self.apply_rule(rule, shape, slots, &mut issues);
             }
         }
         let fact = shape
             .summary
-            .and_then(|name| shape.fields.iter().position(|f| f.name == name))
+            .and_then(|name| shape.field_index(name.as_bytes()))
             .and_then(|i| slots[i].as_ref())
             .map_or(Fact::Value, |checked| checked.fact);
         Checked { issues, fact }
     }
 
-    fn apply_rule(&self, rule: Rule, shape: &Shape, slots: &Slots, issues: &mut Vec<String>) {
+    fn apply_rule(&self, rule: Rule, shape: &Shape, slots: &Slots, issues: &mut Issues) {
         let fact = |name: &str| {
             shape
-                .fields
-                .iter()
-                .position(|f| f.name == name)
+                .field_index(name.as_bytes())
                 .and_then(|i| slots[i].as_ref())
                 .map(|checked| checked.fact)
         };
@@ -287,11 +329,11 @@ impl Walker {
         // `Some(Some((NotAString, _)))` not checked yet.
         let mut payload: Option<Option<(KindChoice, Checked)>> = None;
         c.enter_object()?;
-        while let Some(member) = c.next_member(&RECORD_KEYS)? {
+        while let Some(member) = c.next_member(|key| index_of(&RECORD_KEYS, key))? {
             match member {
                 Some(0) => {
                     kind = Some(if c.peek()? == Kind::String {
-                        match index_of(&NATIVE_KINDS, &c.read_string()?) {
+                        match index_of(&NATIVE_KINDS, c.read_string()?.as_bytes()) {
                             Some(i) => KindChoice::Known(i),
                             None => KindChoice::Unknown,
                         }
@@ -318,7 +360,7 @@ impl Walker {
             }
         }
 
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let choice = kind.filter(|k| *k != KindChoice::NotAString);
         if choice.is_none() {
             issues.push(self.render(Some("type")));
@@ -327,7 +369,7 @@ impl Walker {
             issues.push(self.render(Some("payload")));
         }
         let (Some(choice), Some(Some((checked_with, checked)))) = (choice, payload) else {
-            return Ok(Checked { issues, fact: Fact::Value });
+            return Ok(Checked::issues(issues));
         };
         if checked_with == choice {
             return Ok(checked);
@@ -337,7 +379,7 @@ impl Walker {
         let mut again = c.reopen(&mark);
         again.enter_object()?;
         let mut last = Checked::default();
-        while let Some(member) = again.next_member(&RECORD_KEYS[1..])? {
+        while let Some(member) = again.next_member(|key| index_of(&RECORD_KEYS[1..], key))? {
             if member.is_some() && again.peek()? == Kind::Object {
                 self.path.push(Segment::Key("payload"));
                 let checked = self.check_object(&mut again, shape);
@@ -353,17 +395,33 @@ impl Walker {
     /// A model stream event (§6.5): `kind` must be a string; the 13 keys are
     /// required only when `kind` is a known model kind.
     fn check_model_event<C: JsonCursor>(&mut self, c: &mut C) -> Result<Checked, C::Error> {
-        let (slots, _) = self.walk_members(c, &MODEL_EVENT)?;
+        let mut slots = empty_slots();
+        self.walk_members(c, &MODEL_EVENT, &mut slots)?;
         match &slots[0] {
             Some(kind) if kind.issues.is_empty() => {
                 if let Fact::Index(_) = kind.fact {
-                    Ok(self.assemble(&MODEL_EVENT, slots, false))
+                    Ok(self.assemble(&MODEL_EVENT, &mut slots, false))
                 } else {
                     Ok(Checked::default())
                 }
             }
-            _ => Ok(Checked { issues: vec![self.render(Some("kind"))], fact: Fact::Value }),
+            _ => Ok(Checked::issues(Issues::one(self.render(Some("kind"))))),
         }
+    }
+
+    /// Checks a document against one shape, with paths relative to it.
+    pub(crate) fn check_document<C: JsonCursor>(
+        &mut self,
+        c: &mut C,
+        shape: &'static Shape,
+    ) -> Result<Vec<String>, C::Error> {
+        let checked = if c.peek()? == Kind::Object {
+            self.check_object(c, shape)?
+        } else {
+            self.mismatch(c)?
+        };
+        c.end()?;
+        Ok(dedup(checked.issues.into_vec()))
     }
 
     /// Checks a whole event document (§7.2 steps 2–7). `Err` is a fatal
@@ -380,102 +438,92 @@ impl Walker {
         let mark = c.mark()?;
         c.enter_object()?;
 
-        let mut version: Option<Option<String>> = None;
-        let mut event_type: Option<Option<String>> = None;
-        // The shape being checked in this pass, with its slots, once `type`
-        // is known; `stale` once a member was read without it.
-        let mut walk: Option<(usize, Slots, bool)> = None;
+        // The last `protocol_version` and `type` (§7.2 steps 3–6); strings
+        // are only copied when they will appear in an error message.
+        let mut version = Head::Absent;
+        let mut event_type = Head::Absent;
+        // Once `type` names an event, its shape is checked in this same pass
+        // (`walking`); `stale` once a member was read without that shape.
+        let mut walking: Option<usize> = None;
+        let mut slots = empty_slots();
+        let mut unknown = false;
         let mut stale = false;
-        // Until `type` is known only these two keys matter.
-        let mut head = [""; MAX_FIELDS];
-        head[..2].copy_from_slice(&["protocol_version", "type"]);
+        const HEAD: [&str; 2] = ["protocol_version", "type"];
 
         loop {
-            let (names, count) = match &walk {
-                Some((i, ..)) => (field_names(EVENT_SHAPES[*i]), EVENT_SHAPES[*i].fields.len()),
-                None => (head, 2),
+            let shape = walking.map(|i| EVENT_SHAPES[i]);
+            let find = |key: &[u8]| match shape {
+                Some(shape) => shape.field_index(key),
+                None => index_of(&HEAD, key).map(|i| i * 2), // slot 0 or slot 2
             };
-            let names = &names[..count];
-            let Some(member) = c.next_member(names)? else { break };
-            let name = member.map(|i| names[i]);
-            match name {
-                Some("protocol_version") => {
-                    let value = read_optional_string(c)?;
-                    if let Some((_, slots, _)) = &mut walk {
-                        slots[0] = Some(if value.is_some() {
-                            Checked::default()
+            let Some(member) = c.next_member(find)? else { break };
+            match member {
+                // `protocol_version`: slot 0 of every event shape.
+                Some(0) => {
+                    version = read_head(c, |v| crate::version::is_supported_protocol_version(v).then_some(0))?;
+                    if walking.is_some() {
+                        slots[0] = Some(if version == Head::NotAString {
+                            Checked::issues(Issues::one("protocol_version".into()))
                         } else {
-                            Checked { issues: vec!["protocol_version".into()], fact: Fact::Value }
+                            Checked::default()
                         });
                     }
-                    version = Some(value);
                 }
-                Some("type") => {
-                    let value = read_optional_string(c)?;
-                    let selected = value.as_deref().and_then(|t| index_of(&EVENT_TYPES, t));
-                    match (&mut walk, selected) {
-                        (Some((current, slots, _)), Some(i)) if *current == i => {
-                            slots[2] = Some(Checked::default());
-                        }
+                // `type`: slot 2 of every event shape.
+                Some(2) => {
+                    event_type = read_head(c, |t| index_of(&EVENT_TYPES, t.as_bytes()))?;
+                    let selected = match event_type {
+                        Head::Known(i) => Some(i),
+                        _ => None,
+                    };
+                    match (walking, selected) {
+                        (Some(current), Some(i)) if current == i => {}
                         (Some(_), _) => {
-                            walk = None;
+                            walking = None;
                             stale = true;
                         }
                         (None, Some(i)) if !stale => {
-                            let mut slots = empty_slots();
+                            walking = Some(i);
+                            slots = empty_slots();
+                            slots[0] = matches!(version, Head::Known(_) | Head::Other(_))
+                                .then(Checked::default);
                             slots[2] = Some(Checked::default());
-                            if let Some(v) = &version {
-                                slots[0] = v.as_ref().map(|_| Checked::default());
-                            }
-                            walk = Some((i, slots, false));
                         }
                         (None, _) => {}
                     }
-                    event_type = Some(value);
                 }
-                _ => match &mut walk {
-                    Some((i, slots, unknown)) => {
-                        let shape = EVENT_SHAPES[*i];
-                        match member {
-                            Some(j) => {
-                                let field = &shape.fields[j];
-                                self.path.push(Segment::Key(field.name));
-                                let checked = self.check(c, &field.ty);
-                                self.path.pop();
-                                slots[j] = Some(checked?);
-                            }
-                            None => {
-                                *unknown = true;
-                                c.skip()?;
-                            }
-                        }
-                    }
-                    None => {
+                Some(j) if walking.is_some() => {
+                    let field = &shape.expect("walking has a shape").fields[j];
+                    self.path.push(Segment::Key(field.name));
+                    let checked = self.check(c, &field.ty);
+                    self.path.pop();
+                    slots[j] = Some(checked?);
+                }
+                _ => {
+                    if walking.is_some() {
+                        unknown = true;
+                    } else {
                         stale = true;
-                        c.skip()?;
                     }
-                },
+                    c.skip()?;
+                }
             }
         }
         c.end()?;
 
-        let version = match version {
-            Some(Some(v)) => v,
-            _ => return Ok(Err(EventIssue::VersionNotAString)),
-        };
-        if !crate::version::is_supported_protocol_version(&version) {
-            return Ok(Err(EventIssue::UnsupportedVersion(version)));
+        match version {
+            Head::Known(_) => {}
+            Head::Other(v) => return Ok(Err(EventIssue::UnsupportedVersion(v))),
+            Head::Absent | Head::NotAString => return Ok(Err(EventIssue::VersionNotAString)),
         }
-        let event_type = match event_type {
-            Some(Some(t)) => t,
-            _ => return Ok(Err(EventIssue::TypeNotAString)),
-        };
-        let Some(index) = index_of(&EVENT_TYPES, &event_type) else {
-            return Ok(Err(EventIssue::UnknownType(event_type)));
+        let index = match event_type {
+            Head::Known(i) => i,
+            Head::Other(t) => return Ok(Err(EventIssue::UnknownType(t))),
+            Head::Absent | Head::NotAString => return Ok(Err(EventIssue::TypeNotAString)),
         };
         let shape = EVENT_SHAPES[index];
-        let checked = match walk {
-            Some((i, slots, unknown)) if i == index && !stale => self.assemble(shape, slots, unknown),
+        let checked = match walking {
+            Some(i) if i == index && !stale => self.assemble(shape, &mut slots, unknown),
             _ => {
                 let mut again = c.reopen(&mark);
                 self.check_object(&mut again, shape)?
@@ -484,7 +532,7 @@ impl Walker {
         if checked.issues.is_empty() {
             Ok(Ok(index))
         } else {
-            Ok(Err(EventIssue::Payload(dedup(checked.issues))))
+            Ok(Err(EventIssue::Payload(dedup(checked.issues.into_vec()))))
         }
     }
 }
@@ -500,23 +548,31 @@ pub(crate) enum EventIssue {
     Payload(Vec<String>),
 }
 
-/// Reads a string member's text, or skips a non-string and gives `None`.
-fn read_optional_string<C: JsonCursor>(c: &mut C) -> Result<Option<String>, C::Error> {
-    if c.peek()? == Kind::String {
-        Ok(Some(c.read_string()?.into_owned()))
-    } else {
-        c.skip()?;
-        Ok(None)
-    }
+/// What an event's `protocol_version` or `type` member held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Head {
+    Absent,
+    NotAString,
+    /// Accepted (for `type`: the index of the event type).
+    Known(usize),
+    /// A string that is not accepted, kept for the error message.
+    Other(String),
 }
 
-/// The declared key names of a shape, in a fixed-size array.
-fn field_names(shape: &Shape) -> [&'static str; MAX_FIELDS] {
-    let mut names = [""; MAX_FIELDS];
-    for (slot, field) in names.iter_mut().zip(shape.fields) {
-        *slot = field.name;
+/// Reads a `protocol_version` or `type` member, judging the string with `accept`.
+fn read_head<C: JsonCursor>(
+    c: &mut C,
+    accept: impl FnOnce(&str) -> Option<usize>,
+) -> Result<Head, C::Error> {
+    if c.peek()? != Kind::String {
+        c.skip()?;
+        return Ok(Head::NotAString);
     }
-    names
+    let text = c.read_string()?;
+    Ok(match accept(&text) {
+        Some(i) => Head::Known(i),
+        None => Head::Other(text.into_owned()),
+    })
 }
 
 /// Keeps the first occurrence of each path, in order.

@@ -33,9 +33,10 @@ pub trait JsonCursor: Sized {
     fn skip(&mut self) -> Result<(), Self::Error>;
     /// Consumes the current value, which must be a boolean.
     fn read_bool(&mut self) -> Result<bool, Self::Error>;
-    /// Consumes the current value, which must be a number, as `JSON.parse`
-    /// would convert it (out-of-range literals become infinite).
-    fn read_number(&mut self) -> Result<f64, Self::Error>;
+    /// Consumes the current value, which must be a number, and tells whether
+    /// it is finite once converted as `JSON.parse` converts it (a literal
+    /// beyond the double range becomes infinite).
+    fn read_finite_number(&mut self) -> Result<bool, Self::Error>;
     /// Consumes the current value, which must be a string, and returns its
     /// text. Unpaired surrogates come back as U+FFFD.
     fn read_string(&mut self) -> Result<Cow<'_, str>, Self::Error>;
@@ -43,9 +44,11 @@ pub trait JsonCursor: Sized {
     fn enter_object(&mut self) -> Result<(), Self::Error>;
     /// Moves to the next member of the innermost entered object. Returns
     /// `None` when the object has ended (the cursor has left it), otherwise
-    /// which of `names` the member's key equals (`Some(None)` for any other
-    /// key); the cursor is then positioned at the member's value.
-    fn next_member(&mut self, names: &[&str]) -> Result<Option<Option<usize>>, Self::Error>;
+    /// what `find` says about the member's key (its UTF-8 bytes, escapes decoded) (the index of a declared key,
+    /// or `None`); the cursor is then positioned at the member's value.
+    fn next_member<F>(&mut self, find: F) -> Result<Option<Option<usize>>, Self::Error>
+    where
+        F: FnMut(&[u8]) -> Option<usize>;
     /// Consumes the opening of the current value, which must be an array.
     fn enter_array(&mut self) -> Result<(), Self::Error>;
     /// Moves to the next element of the innermost entered array; `false`

@@ -5,16 +5,35 @@ use super::cursor::{JsonCursor, Kind};
 
 /// A JSON syntax error, described the way V8's `JSON.parse` describes it.
 ///
-/// `position` counts UTF-16 code units from the start of the text, like V8.
+/// Boxed so that the `Result`s on the scanner's hot paths stay small.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SyntaxError {
-    pub message: String,
-    pub position: usize,
+pub struct SyntaxError(Box<SyntaxErrorDetails>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SyntaxErrorDetails {
+    message: String,
+    position: usize,
+}
+
+impl SyntaxError {
+    fn new(message: String, position: usize) -> Self {
+        SyntaxError(Box::new(SyntaxErrorDetails { message, position }))
+    }
+
+    /// V8's wording, e.g. `Unexpected end of JSON input`.
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// Where the error was found, in UTF-16 code units from the start, like V8.
+    pub fn position(&self) -> usize {
+        self.0.position
+    }
 }
 
 impl fmt::Display for SyntaxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.0.message)
     }
 }
 
@@ -27,6 +46,7 @@ impl std::error::Error for SyntaxError {}
 /// It validates the syntax of everything it passes over, skipped values
 /// included, so that a document is judged as a whole.
 pub struct TextCursor<'a> {
+    text: &'a str,
     src: &'a [u8],
     pos: usize,
     /// One flag per entered, still open container: `true` until its first
@@ -34,21 +54,29 @@ pub struct TextCursor<'a> {
     open: Vec<bool>,
     /// Container kinds opened while skipping (`b'{'` or `b'['`), reused.
     skip_stack: Vec<u8>,
+    /// Whether the string scanned last holds escapes.
+    escaped: bool,
+    /// Content range of the key scanned last.
+    key: (usize, usize),
 }
 
 type Result<T> = std::result::Result<T, SyntaxError>;
 
+
 impl<'a> TextCursor<'a> {
     pub fn new(text: &'a str) -> Self {
-        Self::at(text.as_bytes(), 0)
+        Self::at(text, 0)
     }
 
-    fn at(src: &'a [u8], pos: usize) -> Self {
+    fn at(text: &'a str, pos: usize) -> Self {
         TextCursor {
-            src,
+            text,
+            src: text.as_bytes(),
             pos,
             open: Vec::new(),
             skip_stack: Vec::new(),
+            escaped: false,
+            key: (0, 0),
         }
     }
 
@@ -85,17 +113,11 @@ impl<'a> TextCursor<'a> {
 
     fn error_at(&self, what: &str, byte_pos: usize) -> SyntaxError {
         let position = self.utf16_position(byte_pos);
-        SyntaxError {
-            message: format!("{what} in JSON at position {position}"),
-            position,
-        }
+        SyntaxError::new(format!("{what} in JSON at position {position}"), position)
     }
 
     fn end_of_input(&self) -> SyntaxError {
-        SyntaxError {
-            message: "Unexpected end of JSON input".to_owned(),
-            position: self.utf16_position(self.src.len()),
-        }
+        SyntaxError::new("Unexpected end of JSON input".to_owned(), self.utf16_position(self.src.len()))
     }
 
     /// `Unexpected token 'x', "…context…" is not valid JSON`, with V8's rule
@@ -120,18 +142,20 @@ impl<'a> TextCursor<'a> {
             let tail = if end < all.len() { "..." } else { "" };
             format!("{lead}\"{slice}\"{tail}")
         };
-        SyntaxError {
-            message: format!("Unexpected token '{token}', {context} is not valid JSON"),
-            position: self.utf16_position(byte_pos),
-        }
+        SyntaxError::new(
+            format!("Unexpected token '{token}', {context} is not valid JSON"),
+            self.utf16_position(byte_pos),
+        )
     }
 
     // ---- scalars -----------------------------------------------------------
 
     /// Scans the string starting at the opening quote under the cursor and
-    /// leaves the cursor after the closing quote. Returns the byte range of
-    /// the content and whether it contains escapes.
-    fn scan_string(&mut self) -> Result<(usize, usize, bool)> {
+    /// leaves the cursor after the closing quote. Returns where the content
+    /// ends (it starts after the quote) and records in `escaped` whether it
+    /// holds escapes. (A returned span struct cost a store-forwarding stall
+    /// per string: results of two words or less travel in registers.)
+    fn scan_string(&mut self) -> Result<usize> {
         debug_assert_eq!(self.byte(), Some(b'"'));
         let start = self.pos + 1;
         let mut i = start;
@@ -144,7 +168,8 @@ impl<'a> TextCursor<'a> {
                 }
                 Some(b'"') => {
                     self.pos = i + 1;
-                    return Ok((start, i, escaped));
+                    self.escaped = escaped;
+                    return Ok(i);
                 }
                 Some(b'\\') => {
                     escaped = true;
@@ -256,7 +281,9 @@ impl<'a> TextCursor<'a> {
     }
 
     /// After `{` or `,` inside an object: reads `"key"` and the `:` after it.
-    fn scan_key(&mut self, after_comma: bool) -> Result<(usize, usize, bool)> {
+    /// Records the key's content range in `key`; `escaped` tells whether it
+    /// needs decoding.
+    fn scan_key(&mut self, after_comma: bool) -> Result<()> {
         let b = self.next_token()?;
         if b != b'"' {
             let what = if after_comma {
@@ -266,12 +293,14 @@ impl<'a> TextCursor<'a> {
             };
             return Err(self.error_at(what, self.pos));
         }
-        let key = self.scan_string()?;
+        let start = self.pos + 1;
+        let end = self.scan_string()?;
+        self.key = (start, end);
         if self.next_token()? != b':' {
             return Err(self.error_at("Expected ':' after property name", self.pos));
         }
         self.pos += 1;
-        Ok(key)
+        Ok(())
     }
 
     /// Whether the innermost open container has not reached its first
@@ -283,13 +312,13 @@ impl<'a> TextCursor<'a> {
         }
     }
 
-    fn key_index(&self, (start, end, escaped): (usize, usize, bool), names: &[&str]) -> Option<usize> {
-        let raw = &self.src[start..end];
-        if !escaped {
-            return names.iter().position(|n| n.as_bytes() == raw);
+    /// What `find` says about the key scanned last.
+    fn key_index(&self, mut find: impl FnMut(&[u8]) -> Option<usize>) -> Option<usize> {
+        let raw = &self.src[self.key.0..self.key.1];
+        if self.escaped {
+            return find(decode_string_content(raw).0.as_bytes());
         }
-        let decoded = decode_string_content(raw).0;
-        names.iter().position(|n| *n == decoded)
+        find(raw)
     }
 }
 
@@ -303,6 +332,10 @@ impl<'a> JsonCursor for TextCursor<'a> {
     }
 
     fn skip(&mut self) -> Result<()> {
+        let b = self.next_token()?;
+        if b != b'{' && b != b'[' {
+            return self.skip_scalar(b);
+        }
         // Iterative on purpose: depth is controlled by the input.
         let stack = &mut std::mem::take(&mut self.skip_stack);
         stack.clear();
@@ -385,24 +418,31 @@ impl<'a> JsonCursor for TextCursor<'a> {
         Ok(b == b't')
     }
 
-    fn read_number(&mut self) -> Result<f64> {
+    fn read_finite_number(&mut self) -> Result<bool> {
         self.next_token()?;
         let (start, end) = self.scan_number()?;
-        // The scanned text is ASCII and follows JSON's grammar, a subset of
-        // what Rust's float parser accepts; overflow gives infinity as in JS.
-        let text = std::str::from_utf8(&self.src[start..end]).unwrap_or("NaN");
-        Ok(text.parse::<f64>().unwrap_or(f64::NAN))
+        let literal = &self.src[start..end];
+        // Without an exponent, fewer than 309 digits always fit a double.
+        if literal.len() < 300 && !literal.iter().any(|&b| b == b'e' || b == b'E') {
+            return Ok(true);
+        }
+        // JSON's number grammar is a subset of what Rust's float parser
+        // accepts, and overflow gives infinity, as in JavaScript.
+        let text = std::str::from_utf8(literal).unwrap_or("NaN");
+        Ok(text.parse::<f64>().is_ok_and(f64::is_finite))
     }
 
     fn read_string(&mut self) -> Result<Cow<'_, str>> {
         self.next_token()?;
-        let (start, end, escaped) = self.scan_string()?;
+        let start = self.pos + 1;
+        let end = self.scan_string()?;
         let raw = &self.src[start..end];
-        if escaped {
+        if self.escaped {
             Ok(Cow::Owned(decode_string_content(raw).0))
         } else {
-            // The text came from a `&str`, and string boundaries are ASCII quotes.
-            Ok(String::from_utf8_lossy(raw))
+            // String contents start and end next to ASCII quotes, so they are
+            // on character boundaries of the text.
+            Ok(Cow::Borrowed(&self.text[start..end]))
         }
     }
 
@@ -413,10 +453,13 @@ impl<'a> JsonCursor for TextCursor<'a> {
         Ok(())
     }
 
-    fn next_member(&mut self, names: &[&str]) -> Result<Option<Option<usize>>> {
+    fn next_member<F>(&mut self, find: F) -> Result<Option<Option<usize>>>
+    where
+        F: FnMut(&[u8]) -> Option<usize>,
+    {
         let first = self.take_first();
         let b = self.next_token()?;
-        let key = if first {
+        if first {
             if b == b'}' {
                 self.pos += 1;
                 self.open.pop();
@@ -438,8 +481,8 @@ impl<'a> JsonCursor for TextCursor<'a> {
                     return Err(self.error_at("Expected ',' or '}' after property value", self.pos))
                 }
             }
-        };
-        Ok(Some(self.key_index(key, names)))
+        }
+        Ok(Some(self.key_index(find)))
     }
 
     fn enter_array(&mut self) -> Result<()> {
@@ -480,7 +523,7 @@ impl<'a> JsonCursor for TextCursor<'a> {
     }
 
     fn reopen(&self, mark: &usize) -> Self {
-        Self::at(self.src, *mark)
+        Self::at(self.text, *mark)
     }
 
     fn end(&mut self) -> Result<()> {
@@ -506,13 +549,42 @@ fn utf16_len(bytes: &[u8]) -> usize {
 
 /// Index of the first byte at or after `i` that ends the plain part of a
 /// string: a quote, a backslash or a control character; `src.len()` if none.
-/// Eight bytes at a time: this loop is where large payloads spend their time.
+/// This loop is where large payloads spend their time: 16 bytes at a time
+/// with SSE2 (part of every x86-64 CPU), 8 at a time elsewhere.
 #[inline]
 fn find_string_special(src: &[u8], mut i: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
+            _mm_set1_epi8, __m128i,
+        };
+        // SAFETY: SSE2 is in the x86-64 baseline, and every 16-byte load
+        // starts at `i` with `i + 16 <= src.len()`.
+        unsafe {
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            let below_space = _mm_set1_epi8(0x1F);
+            while i + 16 <= src.len() {
+                let chunk = _mm_loadu_si128(src.as_ptr().add(i).cast::<__m128i>());
+                // A byte is a control character iff max(byte, 0x1F) == 0x1F (unsigned).
+                let control = _mm_cmpeq_epi8(_mm_max_epu8(chunk, below_space), below_space);
+                let hits = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)),
+                    control,
+                );
+                let mask = _mm_movemask_epi8(hits) as u32;
+                if mask != 0 {
+                    return i + mask.trailing_zeros() as usize;
+                }
+                i += 16;
+            }
+        }
+    }
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    while i + 8 <= src.len() {
-        let word = u64::from_le_bytes(src[i..i + 8].try_into().expect("8 bytes"));
+    while let Some(chunk) = src.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
         let quote = word ^ (ONES * u64::from(b'"'));
         let backslash = word ^ (ONES * u64::from(b'\\'));
         // Per byte: "is zero" for the two comparisons, "is below 0x20" for the

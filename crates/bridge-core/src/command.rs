@@ -1,0 +1,258 @@
+//! Commands to the backend (PROTOCOL.md §4): typed encoding for Rust hosts,
+//! and a check of already encoded frames for hosts that encode elsewhere
+//! (the JavaScript layer encodes with `JSON.stringify`, whose semantics only
+//! JavaScript has, and asks this module whether the frame is safe to send).
+//!
+//! Beyond the reference, which sends whatever it is given, a frame is refused
+//! when the backend would mishandle it silently or fatally: an unknown type,
+//! a missing or mistyped field, an unpaired surrogate (the backend's writer
+//! dies echoing it, §2.2), or a line over the backend's size limit.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::json::{JsonCursor, Kind, TextCursor};
+use crate::schema::{index_of, Ty, COMMAND_SHAPES, COMMAND_TYPES};
+use crate::validate::Walker;
+use crate::version::PROTOCOL_VERSION;
+
+/// The backend reads at most this many code points per line, newline included (§2.2).
+pub const MAX_COMMAND_CODE_POINTS: usize = 1_000_000;
+
+/// A command, as a Rust host builds it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    Prompt { text: String },
+    Approve { id: String, allowed: bool, reason: Option<String> },
+    Configure { patch: Map<String, Value> },
+    Cancel,
+    Reset,
+    Shutdown,
+}
+
+/// Why a command was not encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandError {
+    pub message: String,
+}
+
+impl CommandError {
+    fn new(message: impl Into<String>) -> Self {
+        CommandError { message: message.into() }
+    }
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// Encodes a command as one frame, trailing newline included, with the
+/// fields in the reference's order (§4.1) and `protocol_version` last.
+pub fn encode_command(command: &Command) -> Result<String, CommandError> {
+    let (kind, fields): (&str, Vec<(&str, Value)>) = match command {
+        Command::Prompt { text } => ("prompt", vec![("text", text.as_str().into())]),
+        Command::Approve { id, allowed, reason } => {
+            let mut fields = vec![("id", id.as_str().into()), ("allowed", (*allowed).into())];
+            if let Some(reason) = reason {
+                fields.push(("reason", reason.as_str().into()));
+            }
+            ("approve", fields)
+        }
+        Command::Configure { patch } => ("configure", vec![("patch", Value::Object(patch.clone()))]),
+        Command::Cancel => ("cancel", vec![]),
+        Command::Reset => ("reset", vec![]),
+        Command::Shutdown => ("shutdown", vec![]),
+    };
+    // serde_json's map keeps keys sorted unless `preserve_order` is on, so
+    // the frame is written by hand around the encoded values.
+    let mut frame = format!("{{\"type\":\"{kind}\"");
+    for (name, value) in fields {
+        frame.push_str(&format!(",\"{name}\":{value}"));
+    }
+    frame.push_str(&format!(",\"protocol_version\":\"{PROTOCOL_VERSION}\"}}"));
+    check_command_frame(&frame)?;
+    frame.push('\n');
+    Ok(frame)
+}
+
+/// Checks an encoded command (JSON text, without the newline) before it is
+/// sent. The error message names the command and the field at fault.
+pub fn check_command_frame(frame: &str) -> Result<(), CommandError> {
+    let command_type = read_command_type(frame)?;
+    let index = index_of(&COMMAND_TYPES, command_type.as_bytes()).ok_or_else(|| {
+        CommandError::new(format!(
+            "Unknown bridge command type: {command_type}. Known types: {}.",
+            COMMAND_TYPES.join(", ")
+        ))
+    })?;
+    let shape = COMMAND_SHAPES[index];
+    let issues = Walker::default()
+        .check_document(&mut TextCursor::new(frame), shape)
+        .map_err(|e| CommandError::new(format!("Bridge command is not valid JSON: {e}")))?;
+    if let Some(path) = issues.first() {
+        let expected = shape
+            .fields
+            .iter()
+            .find(|f| f.name == path)
+            .map_or("valid", |f| describe(&f.ty));
+        return Err(CommandError::new(format!(
+            "Invalid {command_type} command: {command_type}.{path} must be {expected}."
+        )));
+    }
+    let names: Vec<&'static str> = shape.fields.iter().map(|f| f.name).collect();
+    if let Some((field, unit)) = find_unpaired_surrogate(frame, &names) {
+        return Err(CommandError::new(format!(
+            "Invalid {command_type} command: {command_type}.{field} contains an unpaired UTF-16 surrogate (\\u{unit:04x}); the backend cannot write it back and would exit."
+        )));
+    }
+    let code_points = frame.chars().count() + 1;
+    if code_points > MAX_COMMAND_CODE_POINTS {
+        return Err(CommandError::new(format!(
+            "Invalid {command_type} command: the frame is {code_points} code points long with its newline; the backend refuses lines over {MAX_COMMAND_CODE_POINTS}."
+        )));
+    }
+    Ok(())
+}
+
+fn describe(ty: &Ty) -> &'static str {
+    match ty {
+        Ty::Str => "a string",
+        Ty::Bool => "a boolean",
+        Ty::OpenObject => "a JSON object",
+        _ => "valid",
+    }
+}
+
+/// The command's `type` (last occurrence), or why there is none.
+fn read_command_type(frame: &str) -> Result<String, CommandError> {
+    let not_json = |e: crate::json::SyntaxError| CommandError::new(format!("Bridge command is not valid JSON: {e}"));
+    let mut c = TextCursor::new(frame);
+    if c.peek().map_err(not_json)? != Kind::Object {
+        return Err(CommandError::new("Bridge command must be a JSON object."));
+    }
+    c.enter_object().map_err(not_json)?;
+    let mut found = None;
+    while let Some(member) = c.next_member(|key| (key == b"type").then_some(0)).map_err(not_json)? {
+        if member.is_some() && c.peek().map_err(not_json)? == Kind::String {
+            found = Some(c.read_string().map_err(not_json)?.into_owned());
+        } else {
+            found = found.filter(|_| member.is_none());
+            c.skip().map_err(not_json)?;
+        }
+    }
+    found.ok_or_else(|| CommandError::new("Bridge command type must be a string."))
+}
+
+/// The top-level field holding the first unpaired surrogate escape, and the
+/// surrogate. Backslashes only occur inside strings in JSON text, so escapes
+/// can be scanned without tracking strings.
+fn find_unpaired_surrogate(frame: &str, names: &[&'static str]) -> Option<(&'static str, u16)> {
+    let bytes = frame.as_bytes();
+    let unit_at = |i: usize| -> Option<u16> {
+        (bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u'))
+            .then(|| bytes.get(i + 2..i + 6))
+            .flatten()
+            .and_then(|h| u16::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok())
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let Some(unit) = unit_at(i) else {
+            i += 2;
+            continue;
+        };
+        match unit {
+            0xD800..=0xDBFF if unit_at(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) => {
+                i += 12;
+            }
+            0xD800..=0xDFFF => return Some((top_level_field_at(frame, i, names), unit)),
+            _ => i += 6,
+        }
+    }
+    None
+}
+
+/// The name of the declared top-level field whose value spans byte `offset`.
+fn top_level_field_at(frame: &str, offset: usize, names: &[&'static str]) -> &'static str {
+    let mut c = TextCursor::new(frame);
+    let mut find = || -> Result<Option<&'static str>, crate::json::SyntaxError> {
+        c.enter_object()?;
+        while let Some(member) = c.next_member(|key| index_of(names, key))? {
+            let start = c.mark()?;
+            c.skip()?;
+            if (start..c.mark()?).contains(&offset) {
+                return Ok(Some(member.map_or("<an undeclared field>", |i| names[i])));
+            }
+        }
+        Ok(None)
+    };
+    find().ok().flatten().unwrap_or("<a field>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn encodes_the_reference_frames() {
+        let cases = [
+            (Command::Prompt { text: "List the files".into() }, r#"{"type":"prompt","text":"List the files","protocol_version":"1.0"}"#),
+            (Command::Approve { id: "tool-approval-1".into(), allowed: true, reason: None }, r#"{"type":"approve","id":"tool-approval-1","allowed":true,"protocol_version":"1.0"}"#),
+            (Command::Approve { id: "tool-approval-2".into(), allowed: false, reason: Some("Not in this folder.".into()) }, r#"{"type":"approve","id":"tool-approval-2","allowed":false,"reason":"Not in this folder.","protocol_version":"1.0"}"#),
+            (Command::Configure { patch: json!({"model": "gpt-b"}).as_object().unwrap().clone() }, r#"{"type":"configure","patch":{"model":"gpt-b"},"protocol_version":"1.0"}"#),
+            (Command::Cancel, r#"{"type":"cancel","protocol_version":"1.0"}"#),
+            (Command::Reset, r#"{"type":"reset","protocol_version":"1.0"}"#),
+            (Command::Shutdown, r#"{"type":"shutdown","protocol_version":"1.0"}"#),
+        ];
+        for (command, expected) in cases {
+            assert_eq!(encode_command(&command).unwrap(), format!("{expected}\n"));
+        }
+    }
+
+    #[test]
+    fn escapes_like_json_stringify() {
+        let frame = encode_command(&Command::Prompt { text: "a\"\\\n\u{1}\u{7f}é\u{2028}😀".into() }).unwrap();
+        assert_eq!(frame, "{\"type\":\"prompt\",\"text\":\"a\\\"\\\\\\n\\u0001\u{7f}é\u{2028}😀\",\"protocol_version\":\"1.0\"}\n");
+    }
+
+    #[test]
+    fn refuses_what_the_backend_would_mishandle() {
+        let err = |frame: &str| check_command_frame(frame).unwrap_err().message;
+        assert_eq!(err(r#"{"type":"bogus"}"#), "Unknown bridge command type: bogus. Known types: prompt, approve, cancel, configure, reset, shutdown.");
+        assert_eq!(err(r#"{"text":"x"}"#), "Bridge command type must be a string.");
+        assert_eq!(err(r#"[1]"#), "Bridge command must be a JSON object.");
+        assert_eq!(err(r#"{"type":"prompt"}"#), "Invalid prompt command: prompt.text must be a string.");
+        assert_eq!(err(r#"{"type":"prompt","text":5}"#), "Invalid prompt command: prompt.text must be a string.");
+        assert_eq!(err(r#"{"type":"approve","id":"a","allowed":"true"}"#), "Invalid approve command: approve.allowed must be a boolean.");
+        assert_eq!(err(r#"{"type":"approve","allowed":true}"#), "Invalid approve command: approve.id must be a string.");
+        assert_eq!(err(r#"{"type":"approve","id":"a","allowed":true,"reason":null}"#), "Invalid approve command: approve.reason must be a string.");
+        assert_eq!(err(r#"{"type":"configure","patch":[1]}"#), "Invalid configure command: configure.patch must be a JSON object.");
+        assert!(err(r#"{"type":"prompt","text":"a\ud800b"}"#).contains("prompt.text contains an unpaired UTF-16 surrogate (\\ud800)"));
+        assert!(err(r#"{"type":"configure","patch":{"k":["\udc00"]}}"#).contains("configure.patch contains an unpaired"));
+        assert!(err(r#"{"type":"prompt","text":"\ud83d"}"#).contains("\\ud83d"));
+    }
+
+    #[test]
+    fn accepts_paired_surrogates_and_escaped_backslashes() {
+        assert!(check_command_frame(r#"{"type":"prompt","text":"\ud83d\ude00 and \\ud800"}"#).is_ok());
+        assert!(check_command_frame(r#"{"type":"cancel","extra":{"x":1}}"#).is_ok());
+    }
+
+    #[test]
+    fn enforces_the_backend_line_limit_in_code_points() {
+        let overhead = r#"{"type":"prompt","text":""}"#.chars().count();
+        let fits = format!(r#"{{"type":"prompt","text":"{}"}}"#, "é".repeat(999_999 - overhead));
+        assert!(check_command_frame(&fits).is_ok());
+        let over = format!(r#"{{"type":"prompt","text":"{}"}}"#, "é".repeat(1_000_000 - overhead));
+        assert!(check_command_frame(&over).unwrap_err().message.contains("1000001 code points"));
+    }
+}

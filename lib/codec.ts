@@ -1,0 +1,99 @@
+/**
+ * The codec (PROTOCOL.md §9.1): strict decoding of event lines and checked
+ * encoding of commands. Validation happens in Rust; JavaScript only parses a
+ * line the validator has accepted, so the decoded value is exactly what
+ * `JSON.parse` gives for it.
+ */
+import { BridgeDecodeError } from "./errors";
+import { native } from "./native";
+import {
+  KNOWN_EVENT_TYPES,
+  KNOWN_MODEL_EVENT_KINDS,
+  PROTOCOL_VERSION,
+  type AnyModelEvent,
+  type BridgeCommand,
+  type BridgeEvent,
+  type BridgeEventType,
+  type NativeEventKind,
+  type NativeModelEvent,
+  type NativePayload,
+  type NativeRunEvent,
+} from "./protocol";
+
+/**
+ * Decodes one stdout line (without its terminator) into a bridge event.
+ * Throws a {@link BridgeDecodeError} with the reference's message and field
+ * paths when the line is not a valid event.
+ */
+export function decodeBridgeEventLine(line: string): BridgeEvent {
+  const text = typeof line === "string" ? line : String(line);
+  native.validateEventLine(text);
+  return JSON.parse(text) as BridgeEvent;
+}
+
+/** Like {@link decodeBridgeEventLine}, but `null` instead of a decode error. */
+export function tryDecodeBridgeEventLine(line: string): BridgeEvent | null {
+  try {
+    return decodeBridgeEventLine(line);
+  } catch (error) {
+    if (error instanceof BridgeDecodeError) return null;
+    throw error;
+  }
+}
+
+/** §3.3: whether an event's `protocol_version` has major version 1 (JavaScript `Number()` rules). */
+export function isSupportedProtocolVersion(value: string): boolean {
+  return native.isSupportedProtocolVersion(String(value));
+}
+
+const eventTypes: ReadonlySet<string> = new Set(KNOWN_EVENT_TYPES);
+
+/** Exact membership in {@link KNOWN_EVENT_TYPES} (`"toString"` is not a type). */
+export function isKnownEventType(type: string): type is BridgeEventType {
+  return eventTypes.has(type);
+}
+
+/** Narrows a native record to a kind's payload type; does not re-validate. */
+export function isNativeEvent<K extends NativeEventKind>(
+  record: NativeRunEvent,
+  kind: K,
+): record is NativeRunEvent & { type: K; payload: NativePayload<K> } {
+  return record.type === kind;
+}
+
+const modelKinds: ReadonlySet<string> = new Set(KNOWN_MODEL_EVENT_KINDS);
+
+/** Whether a model stream event is of one of the six known kinds (all 13 keys then present). */
+export function isKnownModelEvent(modelEvent: AnyModelEvent | NativeModelEvent): modelEvent is NativeModelEvent {
+  return modelEvent != null && typeof modelEvent.kind === "string" && modelKinds.has(modelEvent.kind);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== "object") return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * Encodes a command as one frame, trailing `\n` included: the command's own
+ * fields, then `protocol_version`, serialized by `JSON.stringify` (§4.1).
+ *
+ * Unlike the reference, it throws a `TypeError` instead of writing a frame the
+ * backend would mishandle: an unknown `type`, a missing or mistyped field,
+ * a string with an unpaired surrogate (it kills the backend), or a frame over
+ * the backend's 1,000,000-code-point line limit.
+ */
+export function encodeBridgeCommand(command: BridgeCommand): string {
+  if (!isPlainObject(command)) {
+    throw new TypeError("encodeBridgeCommand expects a command object such as { type: \"prompt\", text: \"…\" }.");
+  }
+  if (command.type === "configure" && !isPlainObject((command as { patch?: unknown }).patch)) {
+    throw new TypeError("Invalid configure command: configure.patch must be a JSON object.");
+  }
+  const frame = JSON.stringify({ ...command, protocol_version: PROTOCOL_VERSION });
+  const problem = native.commandFrameProblem(frame);
+  if (problem !== null) throw new TypeError(problem);
+  return `${frame}\n`;
+}
+
+export { BridgeDecodeError };

@@ -1,0 +1,106 @@
+//! N-API binding of `bridge-core`.
+//!
+//! Only conversions live here: JavaScript strings in, core results out, and
+//! core errors turned into instances of the TypeScript layer's
+//! `BridgeDecodeError` class (registered once at load). Every export catches
+//! panics (`catch_unwind`), so no Rust panic can abort the host process.
+
+#![deny(clippy::all)]
+
+mod strings;
+
+use std::cell::RefCell;
+
+use bridge_core::command::check_command_frame;
+use bridge_core::schema::{COMMAND_TYPES, EVENT_TYPES, MODEL_KINDS, NATIVE_KINDS};
+use bridge_core::{DecodeError, PROTOCOL_MAJOR, PROTOCOL_VERSION};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// `new BridgeDecodeError(message, fields)`.
+type DecodeErrorClass = FunctionRef<FnArgs<(String, Vec<String>)>, Unknown<'static>>;
+
+thread_local! {
+    // One per JavaScript thread (each worker loads the addon anew).
+    static DECODE_ERROR_CLASS: RefCell<Option<DecodeErrorClass>> = const { RefCell::new(None) };
+}
+
+/// Registers the class that decode errors are created as. The TypeScript
+/// layer calls this once when it loads, before any decoding.
+#[napi(catch_unwind)]
+pub fn register_decode_error_class(
+    error_class: Function<FnArgs<(String, Vec<String>)>, Unknown>,
+) -> Result<()> {
+    let reference = error_class.create_ref()?;
+    // SAFETY of the lifetime: the reference is only borrowed back on this thread.
+    let reference: DecodeErrorClass = unsafe { std::mem::transmute(reference) };
+    DECODE_ERROR_CLASS.with(|slot| *slot.borrow_mut() = Some(reference));
+    Ok(())
+}
+
+/// Turns a core decode error into a thrown `BridgeDecodeError` instance.
+pub(crate) fn throwable(env: &Env, error: DecodeError) -> Error {
+    let created = DECODE_ERROR_CLASS.with(|slot| -> Result<Option<Error>> {
+        let slot = slot.borrow();
+        let Some(class) = slot.as_ref() else { return Ok(None) };
+        let instance = class
+            .borrow_back(env)?
+            .new_instance(FnArgs::from((error.message.clone(), error.fields.clone())))?;
+        Ok(Some(Error::from(instance)))
+    });
+    match created {
+        Ok(Some(thrown)) => thrown,
+        // Not registered (the raw binding used directly) or construction
+        // failed: still report the decode error, as a plain Error.
+        _ => Error::new(Status::GenericFailure, error.message),
+    }
+}
+
+/// Validates one event line. Returns the index of its type in
+/// `KNOWN_EVENT_TYPES`; throws a `BridgeDecodeError` otherwise. The caller
+/// parses the line with `JSON.parse`, which yields exactly the judged value.
+#[napi(catch_unwind, ts_args_type = "line: string")]
+pub fn validate_event_line(env: Env, line: Unknown) -> Result<u32> {
+    let outcome = strings::with_utf8(&env, &line, bridge_core::validate_event_line)?;
+    outcome.map(|t| t as u32).map_err(|e| throwable(&env, e))
+}
+
+/// Checks a command frame encoded by `JSON.stringify` (without newline).
+/// Returns why the backend would mishandle it, or `null` when it is safe to
+/// send; the TypeScript layer throws the `TypeError`.
+#[napi(catch_unwind, ts_args_type = "frame: string")]
+pub fn command_frame_problem(env: Env, frame: Unknown) -> Result<Option<String>> {
+    let outcome = strings::with_utf8(&env, &frame, check_command_frame)?;
+    Ok(outcome.err().map(|e| e.message))
+}
+
+/// §3.3: whether an event's `protocol_version` is accepted.
+#[napi(catch_unwind)]
+pub fn is_supported_protocol_version(value: String) -> bool {
+    bridge_core::is_supported_protocol_version(&value)
+}
+
+/// The protocol's names and constants, from the core's schema table, so that
+/// the TypeScript layer does not keep a second copy.
+#[napi(object)]
+pub struct ProtocolTables {
+    pub protocol_version: String,
+    pub protocol_major: u32,
+    pub event_types: Vec<String>,
+    pub command_types: Vec<String>,
+    pub native_kinds: Vec<String>,
+    pub model_kinds: Vec<String>,
+}
+
+#[napi(catch_unwind)]
+pub fn protocol_tables() -> ProtocolTables {
+    let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
+    ProtocolTables {
+        protocol_version: PROTOCOL_VERSION.to_owned(),
+        protocol_major: PROTOCOL_MAJOR,
+        event_types: owned(&EVENT_TYPES),
+        command_types: owned(&COMMAND_TYPES),
+        native_kinds: owned(&NATIVE_KINDS),
+        model_kinds: owned(&MODEL_KINDS),
+    }
+}
