@@ -839,4 +839,4 @@ module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
 module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVersion
 module.exports.protocolTables = nativeBinding.protocolTables
 module.exports.registerDecodeErrorClass = nativeBinding.registerDecodeErrorClass
-module.exports.validateEventLine = nativeBinding.validateEventLine
+module.exports.validateEventValue = nativeBinding.validateEventValue

@@ -21,14 +21,42 @@ import {
 } from "./protocol";
 
 /**
+ * Lines at least this long are parsed first and the parsed value is
+ * validated; shorter ones are validated as text first. Copying a line out of
+ * V8 costs more than validating it, and for large lines more than walking
+ * the few members the schema checks (BENCHMARKS.md has the numbers).
+ */
+export const LARGE_LINE_CHARS = 16 * 1024;
+
+/**
  * Decodes one stdout line (without its terminator) into a bridge event.
  * Throws a {@link BridgeDecodeError} with the reference's message and field
  * paths when the line is not a valid event.
  */
 export function decodeBridgeEventLine(line: string): BridgeEvent {
   const text = typeof line === "string" ? line : String(line);
+  return text.length < LARGE_LINE_CHARS ? decodeViaText(text) : decodeViaValue(text);
+}
+
+/** Validates the text in Rust, then parses it. */
+export function decodeViaText(text: string): BridgeEvent {
   native.validateEventLine(text);
   return JSON.parse(text) as BridgeEvent;
+}
+
+/** Parses the text, then validates the parsed value in Rust. */
+export function decodeViaValue(text: string): BridgeEvent {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    // Not JSON: let the text validator describe the syntax error, so that
+    // messages do not depend on the line's length.
+    native.validateEventLine(text);
+    throw new BridgeDecodeError("Invalid JSON bridge event: SyntaxError: the line is not valid JSON");
+  }
+  native.validateEventValue(value);
+  return value as BridgeEvent;
 }
 
 /** Like {@link decodeBridgeEventLine}, but `null` instead of a decode error. */

@@ -7,6 +7,7 @@ import { BridgeDecodeError } from "./errors";
 /** The functions the Rust binding exports (see `index.d.ts`). */
 export interface NativeBinding {
   validateEventLine(line: string): number;
+  validateEventValue(value: unknown): number;
   commandFrameProblem(frame: string): string | null;
   isSupportedProtocolVersion(value: string): boolean;
   protocolTables(): {

@@ -443,11 +443,24 @@ pub fn index_of(list: &[&str], name: &[u8]) -> Option<usize> {
     list.iter().position(|n| bytes_eq(n.as_bytes(), name))
 }
 
-/// Byte equality for the short names of the table, inline: length and first
-/// byte rule out almost every candidate without a call into `memcmp`.
+/// Byte equality for the short names of the table, without a call into
+/// `memcmp` (names are compared once per member of every object walked):
+/// up to 16 bytes are compared as two overlapping words.
 #[inline]
 fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.first() == b.first() && a == b
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match n {
+        0 => true,
+        1..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]

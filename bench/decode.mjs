@@ -1,0 +1,50 @@
+// Synchronous decode benchmark (issue: native strict decoder).
+// Compares, in one process and interleaved: bare JSON.parse, our
+// decodeBridgeEventLine, and a pure-TypeScript zod 4 decoder written to the
+// same spec (bench/zod-baseline.ts, what users would pick instead).
+//
+//   npm run bench:decode            (node --expose-gc bench/decode.mjs)
+import { createRequire } from "node:module";
+import { compare, formatNs } from "./harness.mjs";
+import { llmStart, nestedResult, smallStream, textDelta, toolEnd } from "./lines.mjs";
+
+const require = createRequire(import.meta.url);
+const { decodeBridgeEventLine } = require("../dist/index.js");
+const { zodDecodeBridgeEventLine } = require("./.build/zod-baseline.js");
+
+const contenders = [
+  ["JSON.parse", (line) => JSON.parse(line)],
+  ["decodeBridgeEventLine", decodeBridgeEventLine],
+  ["zod baseline", zodDecodeBridgeEventLine],
+];
+
+const cases = [
+  ["text_delta run_event", () => Array.from({ length: 20_000 }, (_, i) => textDelta(i)), { rounds: 21 }],
+  ["llm_start, 200 messages", () => Array.from({ length: 200 }, () => llmStart(200)), { rounds: 21 }],
+  ["tool_end, 1 MB nested result", () => [toolEnd(nestedResult(1 << 20))], { rounds: 41 }],
+  ["tool_end, 10 MB nested result", () => [toolEnd(nestedResult(10 << 20))], { rounds: 15 }],
+  ["tool_end, 10 MB string result", () => [toolEnd("x".repeat(10 << 20))], { rounds: 21 }],
+  ["stream of 100,000 small events", () => smallStream(100_000), { rounds: 9 }],
+];
+
+// Sanity: all three agree on every benchmark line before anything is timed.
+for (const [name, make] of cases) {
+  for (const line of make().slice(0, 50)) {
+    const expected = JSON.stringify(JSON.parse(line));
+    if (JSON.stringify(decodeBridgeEventLine(line)) !== expected) throw new Error(`${name}: decode differs`);
+    if (JSON.stringify(zodDecodeBridgeEventLine(line)) !== expected) throw new Error(`${name}: zod differs`);
+  }
+}
+
+console.log(`node ${process.version}, ${process.platform}-${process.arch}`);
+console.log("| case | line size | JSON.parse per event | decodeBridgeEventLine | ratio | zod baseline | ratio |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+for (const [name, make, options] of cases) {
+  const lines = make();
+  const size = lines.reduce((n, l) => n + l.length, 0) / lines.length;
+  const [parse, ours, zod] = compare(contenders, lines, options);
+  const sizeText = size >= 1 << 20 ? `${(size / (1 << 20)).toFixed(1)} MiB` : size >= 1024 ? `${(size / 1024).toFixed(1)} KiB` : `${size.toFixed(0)} B`;
+  console.log(
+    `| ${name} | ${sizeText} | ${formatNs(parse.perEventNs)} | ${formatNs(ours.perEventNs)} | ${ours.ratio.toFixed(2)}× | ${formatNs(zod.perEventNs)} | ${zod.ratio.toFixed(2)}× |`,
+  );
+}
