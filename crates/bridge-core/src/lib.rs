@@ -12,6 +12,8 @@ pub mod json;
 pub mod schema;
 
 pub mod command;
+pub mod framer;
+pub mod reader;
 mod decode;
 mod validate;
 mod version;
