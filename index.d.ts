@@ -18,6 +18,41 @@ export declare function validateEventLine(line: string): number
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Reads one output stream of a backend off the JavaScript thread. */
+export declare class StreamReader {
+  /**
+   * `kind` is `"events"` (stdout: every line validated) or `"text"`
+   * (stderr). `onBatch(lines, errors, done, failure)` is called on the
+   * JavaScript thread for every batch, in stream order.
+   */
+  constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (lines: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
+  /**
+   * Creates an OS pipe, starts reading its read end, and returns the
+   * write end's file descriptor for `spawn`'s `stdio`. Call
+   * `closePipeWriter()` once the child has been spawned.
+   */
+  openPipe(): number
+  /**
+   * Closes this process's copy of the pipe's write end, so that the
+   * reader sees end of file when the child exits.
+   */
+  closePipeWriter(): void
+  /**
+   * Queues a chunk of the stream. Returns the number of bytes waiting to
+   * be read, so that the caller can pause its source when it is large.
+   */
+  push(chunk: Buffer): number
+  /** Bytes pushed but not read yet. */
+  queuedBytes(): number
+  /**
+   * Ends a pushed stream: the reader delivers the trailing fragment and
+   * the last batch.
+   */
+  end(): void
+  /** Stops delivering batches. The callback is not called again. */
+  dispose(): void
+}
+
 /**
  * Checks a command frame encoded by `JSON.stringify` (without newline).
  * Returns why the backend would mishandle it, or `null` when it is safe to

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.StreamReader = nativeBinding.StreamReader
 module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
 module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVersion
 module.exports.protocolTables = nativeBinding.protocolTables

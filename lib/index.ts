@@ -12,3 +12,23 @@ export {
   tryDecodeBridgeEventLine,
 } from "./codec";
 export * from "./protocol";
+export {
+  wireBridgeProcess,
+  type BridgeProcessCallbacks,
+  type BridgeWiring,
+  type LineReaderOptions,
+} from "./wiring";
+export {
+  resolveBackendSpec,
+  spawnBridgeProcess,
+  type BackendSpec,
+  type BridgeProcessOptions,
+  type PythonBackendSpec,
+} from "./process";
+export {
+  createBridgeChannel,
+  type BridgeChannel,
+  type BridgeChannelOptions,
+  type BridgeChildLike,
+  type BridgeScheduler,
+} from "./channel";

@@ -4,8 +4,27 @@
  */
 import { BridgeDecodeError } from "./errors";
 
+/** Reads one output stream of a backend off the JavaScript thread (src/stream.rs). */
+export interface NativeStreamReader {
+  openPipe(): number;
+  closePipeWriter(): void;
+  push(chunk: Buffer): number;
+  queuedBytes(): number;
+  end(): void;
+  dispose(): void;
+}
+
+/** Arguments of a reader's batch callback, see `StreamReader` in `index.d.ts`. */
+export type BatchCallback = (
+  lines: string[],
+  errors: (BridgeDecodeError | null)[] | null,
+  done: boolean,
+  failure: string | null,
+) => void;
+
 /** The functions the Rust binding exports (see `index.d.ts`). */
 export interface NativeBinding {
+  StreamReader: new (kind: "events" | "text", maxLineBytes: number, onBatch: BatchCallback) => NativeStreamReader;
   validateEventLine(line: string): number;
   validateEventValue(value: unknown): number;
   commandFrameProblem(frame: string): string | null;

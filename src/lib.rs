@@ -7,6 +7,7 @@
 
 #![deny(clippy::all)]
 
+mod stream;
 mod strings;
 mod value_cursor;
 
@@ -40,21 +41,32 @@ pub fn register_decode_error_class(
     Ok(())
 }
 
-/// Turns a core decode error into a thrown `BridgeDecodeError` instance.
-pub(crate) fn throwable(env: &Env, error: DecodeError) -> Error {
-    let created = DECODE_ERROR_CLASS.with(|slot| -> Result<Option<Error>> {
+/// Creates a `BridgeDecodeError` instance for a core decode error (a plain
+/// `Error` if the class was never registered, e.g. when the raw binding is
+/// used directly).
+pub(crate) fn decode_error_instance(env: &Env, error: &DecodeError) -> Result<sys::napi_value> {
+    let registered = DECODE_ERROR_CLASS.with(|slot| -> Result<Option<sys::napi_value>> {
         let slot = slot.borrow();
         let Some(class) = slot.as_ref() else { return Ok(None) };
         let instance = class
             .borrow_back(env)?
             .new_instance(FnArgs::from((error.message.clone(), error.fields.clone())))?;
-        Ok(Some(Error::from(instance)))
-    });
-    match created {
-        Ok(Some(thrown)) => thrown,
-        // Not registered (the raw binding used directly) or construction
-        // failed: still report the decode error, as a plain Error.
-        _ => Error::new(Status::GenericFailure, error.message),
+        Ok(Some(instance.raw()))
+    })?;
+    match registered {
+        Some(instance) => Ok(instance),
+        None => {
+            let plain = env.create_error(Error::new(Status::GenericFailure, error.message.clone()))?;
+            Ok(plain.raw())
+        }
+    }
+}
+
+/// Turns a core decode error into a thrown `BridgeDecodeError` instance.
+pub(crate) fn throwable(env: &Env, error: DecodeError) -> Error {
+    match decode_error_instance(env, &error) {
+        Ok(instance) => Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), instance) }),
+        Err(_) => Error::new(Status::GenericFailure, error.message),
     }
 }
 

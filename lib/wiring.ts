@@ -1,0 +1,201 @@
+/**
+ * Process wiring (PROTOCOL.md §9.2): stdout and stderr of a backend, framed
+ * and (for stdout) validated off the JavaScript thread by the native
+ * reader, delivered to callbacks in stream order.
+ */
+import type { Readable } from "node:stream";
+import { BridgeDecodeError } from "./errors";
+import { native, type NativeStreamReader } from "./native";
+import type { BridgeEvent } from "./protocol";
+
+export interface BridgeProcessCallbacks {
+  /** Each valid stdout line, in order. */
+  onEvent: (event: BridgeEvent) => void;
+  /** Each invalid stdout line, with its error. */
+  onDecodeError?: (error: BridgeDecodeError, line: string) => void;
+  /** Each invalid stdout line, right after `onDecodeError`. */
+  onInvalidLine?: (line: string) => void;
+  /** Each stderr line. */
+  onStderr?: (line: string) => void;
+  /** Once, after the child closed and the line readers were disposed (spawn only). */
+  onExit?: (code: number | null, signal: string | null) => void;
+  /** The OS could not spawn or manage the child (spawn only). */
+  onSpawnError?: (error: Error) => void;
+}
+
+/** Settings of the native line readers. */
+export interface LineReaderOptions {
+  /**
+   * A stdout line longer than this many bytes becomes one decode error and
+   * reading resumes at the next line; a longer stderr line is cut to its
+   * first kilobyte. Default 256 MiB.
+   */
+  maxLineBytes?: number;
+}
+
+export const DEFAULT_MAX_LINE_BYTES = 256 * 1024 * 1024;
+
+/** Pushed bytes waiting for the reader above which a source stream is paused. */
+const PAUSE_ABOVE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Delivers a batch of stdout lines: events to `onEvent`, failures to
+ * `onDecodeError` then `onInvalidLine`. A callback that throws does not cost
+ * the rest of the batch: the first exception is rethrown after it.
+ */
+export function deliverEventBatch(
+  callbacks: BridgeProcessCallbacks,
+  lines: string[],
+  errors: (BridgeDecodeError | null)[] | null,
+): void {
+  let thrown: { error: unknown } | undefined;
+  for (let i = 0; i < lines.length; i++) {
+    try {
+      const error = errors === null ? null : errors[i];
+      if (error === null) {
+        let event: BridgeEvent;
+        try {
+          event = JSON.parse(lines[i]) as BridgeEvent;
+        } catch (cause) {
+          reportInvalid(callbacks, unexpected(cause), lines[i]);
+          continue;
+        }
+        callbacks.onEvent(event);
+      } else {
+        reportInvalid(callbacks, error, lines[i]);
+      }
+    } catch (error) {
+      thrown ??= { error };
+    }
+  }
+  if (thrown) throw thrown.error;
+}
+
+function reportInvalid(callbacks: BridgeProcessCallbacks, error: BridgeDecodeError, line: string): void {
+  callbacks.onDecodeError?.(error, line);
+  callbacks.onInvalidLine?.(line);
+}
+
+/** §7.4: a non-decode exception while decoding. */
+function unexpected(cause: unknown): BridgeDecodeError {
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return new BridgeDecodeError(`Unexpected bridge decode failure: ${text}`);
+}
+
+function deliverTextBatch(onStderr: ((line: string) => void) | undefined, lines: string[]): void {
+  if (!onStderr) return;
+  let thrown: { error: unknown } | undefined;
+  for (const line of lines) {
+    try {
+      onStderr(line);
+    } catch (error) {
+      thrown ??= { error };
+    }
+  }
+  if (thrown) throw thrown.error;
+}
+
+/** A native reader for one stream, with its end reported once. */
+export interface LineReader {
+  reader: NativeStreamReader;
+  dispose(): void;
+}
+
+/**
+ * Creates the native reader for stdout (`"events"`) or stderr (`"text"`).
+ * `onDone` is called once when the stream has ended and its last lines were
+ * delivered (not after `dispose()`).
+ */
+export function createLineReader(
+  kind: "events" | "text",
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions,
+  onDone: (failure: string | null) => void,
+  afterBatch?: () => void,
+): LineReader {
+  let disposed = false;
+  const reader = new native.StreamReader(kind, options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES, (lines, errors, done, failure) => {
+    if (disposed) return;
+    try {
+      if (kind === "events") deliverEventBatch(callbacks, lines, errors);
+      else deliverTextBatch(callbacks.onStderr, lines);
+    } finally {
+      afterBatch?.();
+      if (done && !disposed) onDone(failure);
+    }
+  });
+  return {
+    reader,
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      reader.dispose();
+    },
+  };
+}
+
+/**
+ * Feeds a Node stream into a native reader (push mode), pausing the stream
+ * while the reader is more than a few megabytes behind.
+ */
+function wireStream(
+  stream: Readable,
+  kind: "events" | "text",
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions,
+): () => void {
+  let paused = false;
+  const lineReader = createLineReader(kind, callbacks, options, () => {}, () => {
+    if (paused && lineReader.reader.queuedBytes() < PAUSE_ABOVE_BYTES / 2) {
+      paused = false;
+      stream.resume();
+    }
+  });
+  const onData = (chunk: Buffer | string) => {
+    const queued = lineReader.reader.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+    if (queued > PAUSE_ABOVE_BYTES && !paused) {
+      paused = true;
+      stream.pause();
+    }
+  };
+  const onEnd = () => lineReader.reader.end();
+  stream.on("data", onData);
+  stream.once("end", onEnd);
+  stream.once("error", onEnd);
+  stream.once("close", onEnd);
+  return () => {
+    stream.off("data", onData);
+    stream.off("end", onEnd);
+    stream.off("error", onEnd);
+    stream.off("close", onEnd);
+    lineReader.dispose();
+  };
+}
+
+export interface BridgeWiring {
+  /** Stops both line readers; idempotent. */
+  dispose(): void;
+}
+
+/**
+ * Wires the stdout and stderr of anything stream-like (a child process, or
+ * in-memory streams in tests) to the callbacks. `onExit` and `onSpawnError`
+ * are not used here (see `spawnBridgeProcess`).
+ */
+export function wireBridgeProcess(
+  readable: { stdout: Readable | null; stderr: Readable | null },
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions = {},
+): BridgeWiring {
+  const detach: (() => void)[] = [];
+  if (readable.stdout) detach.push(wireStream(readable.stdout, "events", callbacks, options));
+  if (readable.stderr) detach.push(wireStream(readable.stderr, "text", callbacks, options));
+  let disposed = false;
+  return {
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      for (const off of detach) off();
+    },
+  };
+}
