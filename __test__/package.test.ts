@@ -1,0 +1,98 @@
+/**
+ * The installable package: `npm pack` the main package and the platform
+ * package (as the release publishes them), install both tarballs into a
+ * fresh project, and complete a conversation there. Without a binary for
+ * the platform, the loader's error names the platform and what to do.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot } from "./helpers";
+
+const scratch = mkdtempSync(join(tmpdir(), "pbn-package-"));
+let mainTarball = "";
+let platformTarball = "";
+
+function npm(args: string[], cwd: string): string {
+  return execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
+}
+
+function project(name: string, tarballs: string[]): string {
+  const dir = join(scratch, name);
+  mkdirSync(dir);
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name, private: true, version: "1.0.0" }));
+  npm(["install", ...tarballs], dir);
+  return dir;
+}
+
+beforeAll(() => {
+  mainTarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
+  const platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`);
+  if (!platform) throw new Error(`no npm/ folder for ${process.platform}-${process.arch}`);
+  const binary = readdirSync(repoRoot).find((f) => f.endsWith(".node"))!;
+  const staged = join(scratch, "platform-package");
+  mkdirSync(staged);
+  copyFileSync(join(repoRoot, "npm", platform, "package.json"), join(staged, "package.json"));
+  copyFileSync(join(repoRoot, binary), join(staged, binary));
+  platformTarball = join(scratch, npm(["pack", "--pack-destination", scratch], staged).trim().split("\n").at(-1)!);
+}, 120_000);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe("the packed package", () => {
+  it("ships the built API and the loader, not sources or binaries", () => {
+    const listing = execFileSync("tar", ["-tzf", mainTarball], { encoding: "utf8" }).split("\n");
+    expect(listing).toContain("package/dist/index.js");
+    expect(listing).toContain("package/dist/index.mjs");
+    expect(listing).toContain("package/dist/index.d.ts");
+    expect(listing).toContain("package/index.js");
+    expect(listing.some((f) => f.endsWith(".node") || f.includes("/src/") || f.includes("/crates/"))).toBe(false);
+  });
+
+  it("installs into a fresh project and completes a conversation, via require and import", () => {
+    const dir = project("consumer", [mainTarball, platformTarball]);
+    const conversation = (load: string) => `
+      ${load}
+      const child = spawnBridgeProcess(
+        { command: ${JSON.stringify(join(repoRoot, ".venv", "bin", "python"))}, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: ${JSON.stringify(join(repoRoot, "examples", "backend"))} },
+        {
+          onEvent(event) {
+            if (event.type === "ready") channel.send({ type: "prompt", text: "save this" });
+            if (event.type === "run_event" && event.event.type === "tool_approval" && event.event.payload.event.record.status === "pending") {
+              channel.send({ type: "approve", id: event.event.payload.event.record.request_id, allowed: true });
+            }
+            if (event.type === "run_complete") { console.log("final:", event.final_output); channel.shutdown(); }
+          },
+          onDecodeError(error) { console.log("decode error", error.message); },
+          onExit(code) { console.log("exit", code); },
+        },
+      );
+      const channel = createBridgeChannel(child);
+    `;
+    writeFileSync(join(dir, "run.cjs"), conversation('const { spawnBridgeProcess, createBridgeChannel } = require("@agentlanejs/process-bridge-native");'));
+    writeFileSync(join(dir, "run.mjs"), conversation('import { spawnBridgeProcess, createBridgeChannel } from "@agentlanejs/process-bridge-native";'));
+    for (const script of ["run.cjs", "run.mjs"]) {
+      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+      expect(result.stderr).toBe("");
+      expect(result.stdout).toBe("final: All done. Saved note note.txt (9 characters).\nexit 0\n");
+    }
+    // One addon instance and one error class for both module systems.
+    const identity = spawnSync(
+      process.execPath,
+      ["--input-type=module", "-e", 'import { createRequire } from "node:module"; import * as esm from "@agentlanejs/process-bridge-native"; const cjs = createRequire(import.meta.url)("@agentlanejs/process-bridge-native"); console.log(esm.BridgeDecodeError === cjs.BridgeDecodeError);'],
+      { cwd: dir, encoding: "utf8" },
+    );
+    expect(identity.stdout.trim()).toBe("true");
+  });
+
+  it("explains a missing platform binary: names the platform and what to do", () => {
+    const dir = project("no-binary", [mainTarball]);
+    const result = spawnSync(process.execPath, ["-e", 'require("@agentlanejs/process-bridge-native")'], { cwd: dir, encoding: "utf8" });
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain(`has no native binary for this platform (${process.platform}-${process.arch}, Node ${process.version})`);
+    expect(result.stderr).toContain("@agentlanejs/process-bridge-native-<platform>");
+    expect(result.stderr).toContain("reinstall without --no-optional/--omit=optional");
+  });
+});
