@@ -259,7 +259,7 @@ export class E2EClient {
     options: WaitOptions = {},
   ): Promise<Found<E>> {
     const found = await this.waitFor((entry) => entry.kind === "event" && match(entry.event), options);
-    return { value: (found.value as { event: E }).event, index: found.index };
+    return { value: (found.value as { kind: "event"; event: BridgeEvent }).event as E, index: found.index };
   }
 
   /** The first run terminal event at or after `from`. */

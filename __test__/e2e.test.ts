@@ -243,7 +243,7 @@ describe.sequential("e2e: real AgentLane backend", () => {
     expect(requestId).toBe("tool-approval-1");
 
     // The channel refuses it too, before anything is written.
-    expect(() => client.send({ ...bogus, id: requestId })).toThrow(TypeError);
+    expect(() => client.send({ ...bogus, id: requestId } as typeof bogus)).toThrow(TypeError);
 
     // A raw frame without `allowed`, straight to stdin.
     client.child.stdin!.write(`{"type":"approve","id":${JSON.stringify(requestId)},"protocol_version":"1.0"}\n`);

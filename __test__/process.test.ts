@@ -3,7 +3,8 @@
  * wireBridgeProcess, and real child processes through spawnBridgeProcess.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
@@ -175,6 +176,21 @@ describe("spawnBridgeProcess with real child processes", () => {
     );
     await r.exit;
     expect(r.events).toEqual([{ protocol_version: "1.0", type: "run_start", ts: 1, prompt: "a\ufffdb" }]);
+  });
+
+  it("delivers large lines intact, ASCII and not (they become external strings)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "pbn-large-"));
+    const line = (prompt: string) => JSON.stringify({ protocol_version: "1.0", type: "run_start", ts: 1, prompt });
+    const prompts = ["a".repeat(3 << 20), `é😀\u2028${"ü".repeat(1 << 20)}`, "x".repeat(65_535), "short"];
+    writeFileSync(join(dir, "lines.ndjson"), prompts.map(line).join("\n"));
+    try {
+      const r = recorder();
+      spawnBridgeProcess({ command: "cat", args: [join(dir, "lines.ndjson")] }, r.callbacks);
+      await r.exit;
+      expect(r.events.map((e) => (e as { prompt: string }).prompt)).toEqual(prompts);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("reports a missing executable as onSpawnError then onExit with a negative code", async () => {

@@ -7,6 +7,7 @@
 
 #![deny(clippy::all)]
 
+mod external;
 mod stream;
 mod strings;
 mod value_cursor;

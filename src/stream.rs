@@ -23,7 +23,9 @@ use bridge_core::reader::{spawn_reader, Batch, BatchSink, Item, ReaderOptions, S
 use bridge_core::DecodeError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{sys, Status};
+use napi::{check_status, sys, Status};
+
+use crate::external::LineText;
 use napi_derive::napi;
 
 /// Batches waiting for the JavaScript thread, per reader. When they are all
@@ -33,8 +35,27 @@ const QUEUED_BATCHES: usize = 4;
 /// The callback's arguments: lines, decode errors at the same indices (or
 /// `null` when the batch has none), whether the stream ended, and why
 /// reading failed, if it did.
-type BatchArgs = FnArgs<(Vec<String>, Option<Vec<Option<DecodeErrorValue>>>, bool, Option<String>)>;
-type BatchCallback = ThreadsafeFunction<Batch, (), BatchArgs, Status, false, false, QUEUED_BATCHES>;
+type BatchArgs = FnArgs<(Lines, Option<Vec<Option<DecodeErrorValue>>>, bool, Option<String>)>;
+type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, QUEUED_BATCHES>;
+
+/// A batch made ready for JavaScript on the reader thread: large lines are
+/// already in the form V8 can take without a copy (see `external.rs`).
+pub struct Prepared(BatchArgs);
+
+/// The lines of a batch, becoming a JavaScript array of strings.
+pub struct Lines(Vec<LineText>);
+
+impl ToNapiValue for Lines {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
+        let mut array = std::ptr::null_mut();
+        check_status!(unsafe { sys::napi_create_array_with_length(env, value.0.len(), &mut array) })?;
+        for (index, line) in value.0.into_iter().enumerate() {
+            let string = line.into_js(env)?;
+            check_status!(unsafe { sys::napi_set_element(env, array, index as u32, string) })?;
+        }
+        Ok(array)
+    }
+}
 
 /// A core decode error that becomes a `BridgeDecodeError` instance when it
 /// reaches JavaScript.
@@ -59,7 +80,7 @@ impl BatchSink for JsSink {
         if self.disposed.load(Ordering::Acquire) {
             return false;
         }
-        self.callback.call(batch, ThreadsafeFunctionCallMode::Blocking) == Status::Ok
+        self.callback.call(Prepared(batch_args(batch)), ThreadsafeFunctionCallMode::Blocking) == Status::Ok
     }
 }
 
@@ -132,9 +153,9 @@ impl StreamReader {
             return Err(Error::new(Status::InvalidArg, "maxLineBytes must be at least 1"));
         }
         let callback = on_batch
-            .build_threadsafe_function::<Batch>()
+            .build_threadsafe_function::<Prepared>()
             .max_queue_size::<QUEUED_BATCHES>()
-            .build_callback(|context| Ok(batch_args(context.value)))?;
+            .build_callback(|context| Ok(context.value.0))?;
         Ok(StreamReader {
             options: ReaderOptions { max_line_bytes: max_line_bytes as usize, ..ReaderOptions::new(kind) },
             callback: Some(callback),
@@ -240,9 +261,9 @@ fn batch_args(batch: Batch) -> BatchArgs {
     let count = batch.items.len();
     for (index, item) in batch.items.into_iter().enumerate() {
         match item {
-            Item::Event { line, .. } | Item::Text(line) => lines.push(line),
+            Item::Event { line, .. } | Item::Text(line) => lines.push(LineText::prepare(line)),
             Item::Invalid { line, error } => {
-                lines.push(line);
+                lines.push(LineText::prepare(line));
                 let errors = errors.get_or_insert_with(|| {
                     let mut all = Vec::with_capacity(count);
                     all.resize_with(count, || None);
@@ -257,5 +278,5 @@ fn batch_args(batch: Batch) -> BatchArgs {
         Some(StreamEnd::Eof) => (true, None),
         Some(StreamEnd::Failed(error)) => (true, Some(error.to_string())),
     };
-    FnArgs::from((lines, errors, done, failure))
+    FnArgs::from((Lines(lines), errors, done, failure))
 }
