@@ -26,12 +26,13 @@ describe("the demo host", () => {
     expect(err).toBe("");
     expect(code).toBe(0);
     expect(out).toMatch(/backend ready: agentlane 0\.22\.0, protocol 1\.0/);
-    expect(out).toContain("[approval needed] save_note: create_file /notes/note.txt");
-    expect(out).toContain("[host] approving tool-approval-1");
+    expect(out).toContain("[approval needed] save_note: create_file /notes/note.txt (Saving notes needs your approval.)");
+    expect(out).toContain("[host] approving");
     expect(out).toContain("[approval resolved] allow");
     expect(out).toContain('[tool result] "Saved note note.txt (44 characters)."');
     expect(out).toContain('final answer: "All done. Saved note note.txt (44 characters)."');
-    expect(out).toMatch(/backend exited +\d+ ms \(status 0\)/);
+    expect(out).toMatch(/session closed +\d+ ms/);
+    expect(out).toMatch(/events decoded +36/);
     // The streamed text arrived in order, before the tool call.
     expect(out.indexOf("Sure, I will save that as a note.")).toBeLessThan(out.indexOf("[tool call] save_note"));
   });
@@ -49,7 +50,7 @@ describe("the demo host", () => {
     writeFileSync(join(dir, "demo_app.py"), "raise ImportError('demo dependency missing')\n");
     const { code, err } = runDemo({ DEMO_BACKEND_DIR: dir });
     expect(code).toBe(1);
-    expect(err).toContain("demo: the backend exited before it was ready (status 1): agentlane_process_bridge: demo dependency missing");
+    expect(err).toContain("demo: the backend exited before it was ready: agentlane_process_bridge: demo dependency missing");
   });
 
   it("says when the backend speaks another protocol version", () => {

@@ -45,7 +45,15 @@ if (typeof globalThis.gc !== "function") console.warn("(run with --expose-gc: no
 
 /** CPU time of this (the main) thread in ms, from the scheduler (Linux; ns resolution). */
 const SCHEDSTAT = `/proc/self/task/${process.pid}/schedstat`;
-const threadCpuMs = existsSync(SCHEDSTAT) ? () => Number(readFileSync(SCHEDSTAT, "latin1").split(" ")[0]) / 1e6 : () => NaN;
+const schedstat = existsSync(SCHEDSTAT) ? () => readFileSync(SCHEDSTAT, "latin1").split(" ").map(Number) : () => [NaN, NaN];
+const threadCpuMs = () => schedstat()[0] / 1e6;
+/** [CPU time, time runnable but waiting for a core] of this thread, in ms. */
+const threadTimes = () => schedstat().slice(0, 2).map((ns) => ns / 1e6);
+/** CPU time of the whole process (all threads), in ms. */
+const processCpuMs = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e3;
+};
 
 /**
  * What every run records, between just before spawn and the completion
@@ -57,6 +65,9 @@ const threadCpuMs = existsSync(SCHEDSTAT) ? () => Number(readFileSync(SCHEDSTAT,
  *   GC work on this thread; native threads are not in it.
  * - `cpuMs`: CPU time of this thread (/proc/self/task/<pid>/schedstat); unlike
  *   `activeMs` it does not count time the thread was runnable but not running;
+ * - `waitedMs`, `otherCpuMs` (diagnostics): time this thread was runnable
+ *   but waiting for a core (schedstat run_delay), and the CPU time of the
+ *   process's other threads (process.cpuUsage() minus `cpuMs`);
  * - `eldMaxNs`: the longest gap between ticks of a 1 ms
  *   monitorEventLoopDelay timer, enabled just before spawn and disabled
  *   20 ms after completion, so that the tick after a final stall is recorded.
@@ -70,16 +81,23 @@ const threadCpuMs = existsSync(SCHEDSTAT) ? () => Number(readFileSync(SCHEDSTAT,
 function startRun() {
   const monitor = monitorEventLoopDelay({ resolution: 1 });
   monitor.enable();
-  return { monitor, start: { elu: elu(), cpu: threadCpuMs(), time: now() } };
+  const [cpu, waited] = threadTimes();
+  return { monitor, start: { elu: elu(), cpu, waited, processCpu: processCpuMs(), time: now() } };
 }
 
 async function finishRun({ monitor, start }, stats, code) {
   const wallNs = Number(now() - start.time);
-  const cpuMs = threadCpuMs() - start.cpu;
   const activeMs = performance.eventLoopUtilization(elu(), start.elu).active;
+  const [cpu, waited] = threadTimes();
+  const processCpu = processCpuMs();
   await sleep(20);
   monitor.disable();
-  return { wallNs, activeMs, cpuMs, eldMaxNs: monitor.max, code, ...stats };
+  const cpuMs = cpu - start.cpu;
+  // Diagnostics: time the JS thread was runnable but not running, and the
+  // CPU time of this process's other threads (native readers, libuv, GC).
+  const waitedMs = waited - start.waited;
+  const otherCpuMs = processCpu - start.processCpu - cpuMs;
+  return { wallNs, activeMs, cpuMs, waitedMs, otherCpuMs, eldMaxNs: monitor.max, code, ...stats };
 }
 
 /** The consumer both hosts call: count, and touch the event. */
@@ -265,6 +283,12 @@ try {
       console.log(`| baseline: spawn + readline + zod, until close and exit | ${ms(med(base, "wallNs") / 1e6)} | ${formatNs(med(base, "wallNs") / n)} | ${x(speedup)} |`);
       console.log(`| (writer alone, stdout to /dev/null, until exit) | ${ms(med(alone, "wallNs") / 1e6)} | | ${x(ratio(alone, ours, "wallNs"))} |`);
       console.log(`\nBaseline / ours: ${x(speedup)} (target ≥ 2.50×: ${verdict(speedup >= 2.5)}).`);
+      console.log("\nWhere the wall time goes (medians; the child's own CPU is not included):\n");
+      console.log("| contender | wall | JS thread: event-loop active | JS thread: CPU | JS thread: runnable, waiting for a core | other threads of this process: CPU |");
+      console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+      for (const [name, runs] of [["ours", ours], ["baseline", base], ["writer alone", alone]]) {
+        console.log(`| ${name} | ${ms(med(runs, "wallNs") / 1e6)} | ${ms(med(runs, "activeMs"))} | ${ms(med(runs, "cpuMs"))} | ${ms(med(runs, "waitedMs"))} | ${ms(med(runs, "otherCpuMs"))} |`);
+      }
     }
     if (wanted(2)) {
       const per = (runs, key) => formatNs((med(runs, key) * 1e6) / n);
