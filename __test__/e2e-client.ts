@@ -293,12 +293,23 @@ export class E2EClient {
       if (attempt >= MAX_PROMPT_ATTEMPTS) {
         throw new Error(`prompt still refused after ${attempt} attempts following a terminal event`);
       }
-      this.raceRetries++;
+      this.raceRefusals.add(answer.index);
     }
   }
 
-  /** How many prompts were re-sent because of the post-terminal race. */
-  raceRetries = 0;
+  /** Log indices of the "A run is already active." refusals that {@link startRun} retried. */
+  readonly raceRefusals = new Set<number>();
+
+  get raceRetries(): number {
+    return this.raceRefusals.size;
+  }
+
+  /** Command-scoped errors in the log, except the race refusals {@link startRun} retried. */
+  unexpectedCommandErrors(): BridgeEvent[] {
+    return this.log.flatMap((entry, index) =>
+      entry.kind === "event" && isCommandError(entry.event) && !this.raceRefusals.has(index) ? [entry.event] : [],
+    );
+  }
 
   /** Sends a prompt (see {@link startRun}) and waits for the run's terminal event. */
   async run(text: string, options: { timeoutMs?: number } = {}): Promise<RunOutcome> {

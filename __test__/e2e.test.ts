@@ -20,7 +20,6 @@ import {
   closeAllClients,
   E2EClient,
   fakeBackend,
-  isCommandError,
   isTerminal,
   scenarioBackend,
   type LogEntry,
@@ -199,7 +198,7 @@ describe.sequential("e2e: real AgentLane backend", () => {
       turn_count: 2,
       response_count: 2,
     });
-    expect(client.events.some((event) => isCommandError(event))).toBe(false);
+    expect(client.unexpectedCommandErrors()).toEqual([]);
   });
 
   it("approve with allowed: false denies the pending tool call with the given reason", async () => {
@@ -226,7 +225,7 @@ describe.sequential("e2e: real AgentLane backend", () => {
       error: { message: "No diaries here.", kind: "denied" },
     });
     expect(terminal.value).toMatchObject({ type: "run_complete", final_output: "Done: No diaries here." });
-    expect(client.events.some((event) => isCommandError(event))).toBe(false);
+    expect(client.unexpectedCommandErrors()).toEqual([]);
   });
 
   it("only JSON true allows: the encoder refuses a non-boolean, the backend denies a missing allowed", async () => {
@@ -261,7 +260,7 @@ describe.sequential("e2e: real AgentLane backend", () => {
     expect(terminal.value).toMatchObject({ type: "run_complete", final_output: "Done: Denied by bridge client." });
     // Had the channel written the "true" frame, the approval would have been
     // denied by it and the raw frame would have got "No pending approval …".
-    expect(client.events.filter((event) => isCommandError(event))).toEqual([]);
+    expect(client.unexpectedCommandErrors()).toEqual([]);
   });
 
   it("answers two pending approvals out of order (parallel scenario)", async () => {
@@ -302,7 +301,7 @@ describe.sequential("e2e: real AgentLane backend", () => {
       final_output: "Results: Not a.txt. | Saved 6 characters to /notes/b.txt.",
       turn_count: 2,
     });
-    expect(client.events.filter((event) => isCommandError(event))).toEqual([]);
+    expect(client.unexpectedCommandErrors()).toEqual([]);
   });
 
   it("cancels a run mid-stream, and ignores a cancel with no active run", async () => {
@@ -357,7 +356,7 @@ describe.sequential("e2e: real AgentLane backend", () => {
     const slowRun = client.eventsBetween(start.index, reset.index + 1);
     expect(slowRun.filter(isTerminal).map((event) => event.type)).toEqual(["run_cancelled"]);
     expect(slowRun.at(-2)!.type).toBe("run_cancelled"); // immediately before reset
-    expect(client.events.filter((event) => isCommandError(event))).toEqual([]);
+    expect(client.unexpectedCommandErrors()).toEqual([]);
 
     const after = await client.run("count");
     expect(after.terminal).toMatchObject({

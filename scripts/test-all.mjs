@@ -45,7 +45,16 @@ for (const match of (cargo.stdout ?? "").matchAll(/test result: \w+\. (\d+) pass
 }
 if (cargo.status !== 0 && failed === 0) failed += 1; // a build failure counts
 
-// 3. JavaScript: vitest, with a JSON report for the count.
+// 3. Fuzzing: a short bounded pass of every cargo-fuzz target (the long
+// runs' results are in RELIABILITY.md). One test per target.
+const fuzz = run("bash", ["scripts/fuzz.sh", process.env.FUZZ_SECONDS ?? "10"], { capture: true });
+for (const match of (fuzz.stdout ?? "").matchAll(/^fuzz \S+: .*, (ok|CRASH)$/gm)) {
+  if (match[1] === "ok") passed += 1;
+  else failed += 1;
+}
+if (fuzz.status !== 0 && !/CRASH/.test(fuzz.stdout ?? "")) failed += 1;
+
+// 4. JavaScript: vitest, with a JSON report for the count.
 const reportDir = mkdtempSync(join(tmpdir(), "pbn-vitest-"));
 const report = join(reportDir, "report.json");
 const vitest = run(npx, ["vitest", "run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`]);

@@ -5,7 +5,7 @@
 //   node bench/stream/cpuprofile-summary.mjs /tmp/prof/*.cpuprofile
 //
 // input: small (100,000 small events), nested10 / string10 (one 10 MB
-// line), string50 (one 50 MB line); host: ours | baseline.
+// line), string50 / nested50 (one 50 MB line); host: ours | baseline.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -26,6 +26,7 @@ const inputs = {
   nested10: () => [toolEnd(nestedResult(10 << 20))],
   string10: () => [toolEnd("x".repeat(10 << 20))],
   string50: () => [toolEnd("x".repeat(50 << 20))],
+  nested50: () => [toolEnd(nestedResult(50 << 20))],
 };
 const lines = inputs[input]();
 const dir = mkdtempSync(join(tmpdir(), "bridge-stream-profile-"));

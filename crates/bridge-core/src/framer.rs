@@ -217,6 +217,17 @@ mod tests {
     }
 
     #[test]
+    fn the_limit_counts_input_bytes_not_decoded_text() {
+        // Found by the framer fuzz target (its invariant was wrong, not the
+        // framer): each malformed byte becomes a 3-byte U+FFFD, so a line
+        // within the limit can decode to up to three times its size.
+        let got = frames(&[&[0x99; 100], b"\n"], 100);
+        assert_eq!(got, [Frame::Line("\u{fffd}".repeat(100))]);
+        let got = frames(&[&[0x99; 101], b"\n"], 100);
+        assert!(matches!(&got[0], Frame::TooLong { length: 101, .. }));
+    }
+
+    #[test]
     fn megabyte_chunks() {
         let line = "x".repeat(3 << 20);
         let stream = format!("{line}\n{line}\nend");

@@ -1,0 +1,37 @@
+//! The validator on arbitrary text: it never panics, decode errors are
+//! well formed, and it accepts as JSON whatever serde_json accepts (serde_json
+//! accepts a subset of what JSON.parse accepts: it refuses lone surrogate
+//! escapes and numbers beyond the double range, which JSON.parse takes).
+#![no_main]
+
+use bridge_core::validate_event_line;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(line) = std::str::from_utf8(data) else { return };
+    match validate_event_line(line) {
+        Ok(_) => {
+            // An accepted line is a JSON object.
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
+                assert!(value.is_object());
+            }
+        }
+        Err(error) => {
+            let syntax = error.message.starts_with("Invalid JSON bridge event: SyntaxError: ");
+            if syntax {
+                assert!(error.fields.is_empty());
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(line).is_err(),
+                    "serde_json parses what we called invalid JSON: {line:?} ({})",
+                    error.message
+                );
+            }
+            if error.message.starts_with("Invalid bridge event payload: ") {
+                assert!(!error.fields.is_empty());
+                assert_eq!(error.message, format!("Invalid bridge event payload: {}.", error.fields.join(", ")));
+                let mut seen = std::collections::HashSet::new();
+                assert!(error.fields.iter().all(|f| seen.insert(f)), "duplicate paths");
+            }
+        }
+    }
+});
