@@ -13,6 +13,7 @@ export {
 } from "./codec";
 export * from "./protocol";
 export {
+  DEFAULT_MAX_LINE_BYTES,
   wireBridgeProcess,
   type BridgeProcessCallbacks,
   type BridgeWiring,

@@ -85,6 +85,8 @@ interface ActiveRun {
   text: string;
   result: Deferred<RunResult>;
   retries: number;
+  /** Refused by the §12 race and waiting to be resent (nothing in flight). */
+  retryTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 interface OpenApproval {
@@ -93,12 +95,12 @@ interface OpenApproval {
   decidedByApp: boolean;
 }
 
-const PLAN_STATUS: Record<string, PlanStepStatus> = {
-  completed: "completed",
-  blocked: "blocked",
-  in_progress: "active",
-  active: "active",
-};
+const PLAN_STATUS = new Map<string, PlanStepStatus>([
+  ["completed", "completed"],
+  ["blocked", "blocked"],
+  ["in_progress", "active"],
+  ["active", "active"],
+]);
 
 /**
  * Spawns the backend, waits for `ready` and resolves with the session handle
@@ -349,7 +351,8 @@ class SessionController<TConfig, TConfigPatch> {
           // §12: the previous run's slot is freed just after its terminal
           // event. This session has no other run, so try again shortly.
           run.retries += 1;
-          setTimeout(() => {
+          run.retryTimer = setTimeout(() => {
+            run.retryTimer = undefined;
             if (this.run_ === run && !this.closed) this.sendPrompt(run);
           }, RACE_RETRY_MS * run.retries);
           return;
@@ -415,7 +418,7 @@ class SessionController<TConfig, TConfigPatch> {
           agent: payload.task_name as string,
           taskId: payload.task_id as string,
           explanation: payload.explanation as string | null,
-          steps: plan.map((s) => ({ text: s.step, status: PLAN_STATUS[s.status] ?? "pending", rawStatus: s.status })),
+          steps: plan.map((s) => ({ text: s.step, status: PLAN_STATUS.get(s.status) ?? "pending", rawStatus: s.status })),
         };
         return this.guard("onPlan", () => this.options.onPlan?.(update));
       }
@@ -472,10 +475,30 @@ class SessionController<TConfig, TConfigPatch> {
   private decide(approval: OpenApproval, decision: ApprovalDecision): void {
     const id = approval.record.request_id;
     if (this.closed || this.approvals.get(id) !== approval || approval.controller.signal.aborted) return;
-    const { allowed, reason } = typeof decision === "boolean" ? { allowed: decision, reason: undefined } : decision;
+    const normalized = typeof decision === "boolean" ? { allowed: decision, reason: undefined } : decision;
+    const valid =
+      normalized !== null &&
+      typeof normalized === "object" &&
+      typeof normalized.allowed === "boolean" &&
+      (normalized.reason === undefined || typeof normalized.reason === "string");
+    if (!valid) {
+      this.diagnostic({ kind: "handler-error", handler: "approvals", error: new TypeError(`Not an approval decision: ${String(decision)}`) });
+      return this.decide(approval, { allowed: false, reason: "Approval policy failed." });
+    }
+    const { allowed, reason } = normalized;
     const entry: Pending = { kind: "approve", id };
     this.sent.push(entry);
-    const sent = this.channel.send(reason === undefined ? { type: "approve", id, allowed: allowed === true } : { type: "approve", id, allowed: allowed === true, reason });
+    let sent: boolean;
+    try {
+      sent = this.channel.send(reason === undefined ? { type: "approve", id, allowed } : { type: "approve", id, allowed, reason });
+    } catch (error) {
+      // The encoder refused the decision (e.g. a reason with an unpaired
+      // surrogate): report it and deny instead, so the tool call goes on.
+      this.forget(entry);
+      this.diagnostic({ kind: "handler-error", handler: "approvals", error });
+      if (reason !== "Approval policy failed.") this.decide(approval, { allowed: false, reason: "Approval policy failed." });
+      return;
+    }
     if (sent) approval.decidedByApp = true;
     else this.forget(entry);
   }
@@ -536,17 +559,17 @@ class SessionController<TConfig, TConfigPatch> {
     if (event.ok) {
       if (event.config === null) {
         this.protocolFailure(new BridgeDecodeError("Successful config event did not include config.", ["config"]), "");
-        return;
+        return entry.op.reject(new SessionClosedError(this.closed!));
       }
-      if (!this.announceConfig(event.config)) return;
+      if (!this.announceConfig(event.config)) return entry.op.reject(new SessionClosedError(this.closed!));
       entry.op.resolve(this.configValue);
       return;
     }
     if (event.error === null) {
       this.protocolFailure(new BridgeDecodeError("Failed config event did not include error.", ["error"]), "");
-      return;
+      return entry.op.reject(new SessionClosedError(this.closed!));
     }
-    if (event.config !== null && !this.announceConfig(event.config)) return;
+    if (event.config !== null && !this.announceConfig(event.config)) return entry.op.reject(new SessionClosedError(this.closed!));
     entry.op.reject(new ConfigureError(event.error.code, event.error.message));
   }
 
@@ -594,6 +617,7 @@ class SessionController<TConfig, TConfigPatch> {
     const error = new SessionClosedError(close);
     const run = this.run_;
     this.run_ = undefined;
+    if (run?.retryTimer !== undefined) clearTimeout(run.retryTimer);
     run?.result.reject(error);
     for (const entry of this.sent.splice(0)) {
       if (entry.kind === "configure" || entry.kind === "cancel" || entry.kind === "reset") entry.op.reject(error);
@@ -622,7 +646,7 @@ class SessionController<TConfig, TConfigPatch> {
     if (this.closed) return Promise.reject(new SessionClosedError(this.closed));
     if (this.run_) return Promise.reject(new SessionStateError("A run is already active."));
     if (typeof text !== "string" || text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty."));
-    const run: ActiveRun = { text, result: deferred<RunResult>(), retries: 0 };
+    const run: ActiveRun = { text, result: deferred<RunResult>(), retries: 0, retryTimer: undefined };
     this.run_ = run;
     this.sendPrompt(run);
     return run.result.promise;
@@ -631,12 +655,34 @@ class SessionController<TConfig, TConfigPatch> {
   private sendPrompt(run: ActiveRun): void {
     const entry: Pending = { kind: "prompt" };
     this.sent.push(entry);
-    if (!this.channel.send({ type: "prompt", text: run.text })) this.forget(entry);
+    try {
+      if (!this.channel.send({ type: "prompt", text: run.text })) this.forget(entry);
+    } catch (error) {
+      // The encoder refused the prompt (an unpaired surrogate, or longer
+      // than the backend's line limit): nothing was sent.
+      this.forget(entry);
+      if (this.run_ === run) this.run_ = undefined;
+      run.result.reject(new SessionStateError(error instanceof Error ? error.message : String(error)));
+    }
+  }
+
+  /**
+   * A run refused by the §12 race and not yet resent has not started:
+   * `cancel()` or `reset()` now ends it as cancelled instead of resending.
+   */
+  private abandonRetry(): boolean {
+    const run = this.run_;
+    if (!run || run.retryTimer === undefined) return false;
+    clearTimeout(run.retryTimer);
+    run.retryTimer = undefined;
+    this.run_ = undefined;
+    run.result.resolve({ status: "cancelled" });
+    return true;
   }
 
   cancel(): Promise<void> {
     if (this.closed) return Promise.reject(new SessionClosedError(this.closed));
-    if (!this.run_) return Promise.resolve();
+    if (this.abandonRetry() || !this.run_) return Promise.resolve();
     const op = deferred<void>();
     this.cancelWaiters.push(op);
     const entry: Pending = { kind: "cancel", op };
@@ -647,6 +693,7 @@ class SessionController<TConfig, TConfigPatch> {
 
   reset(): Promise<void> {
     if (this.closed) return Promise.reject(new SessionClosedError(this.closed));
+    this.abandonRetry();
     const op = deferred<void>();
     this.resetWaiters.push(op);
     const entry: Pending = { kind: "reset", op };
