@@ -1,0 +1,94 @@
+// Session layer benchmark: a long conversation (thousands of text deltas,
+// many tool calls with approvals) from a scripted backend in a real child
+// process. JS-thread time (event-loop utilization, main thread only) during
+// the run, with the session layer (createAgentSession + run) against the
+// process wiring alone (spawnBridgeProcess + a counting onEvent): the
+// difference is what the session layer costs per event.
+//
+//   npm run bench:session          (node --expose-gc bench/session.mjs)
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { median } from "./harness.mjs";
+
+const require = createRequire(import.meta.url);
+const { createAgentSession, createBridgeChannel, spawnBridgeProcess } = require("../dist/index.js");
+
+const TURNS = 60;
+const DELTAS = 100;
+const EVENTS = 2 + TURNS * (1 + DELTAS + 5) + 2; // run_start, agent_start, per turn, agent_end, run_complete
+const backend = { command: process.execPath, args: [join(import.meta.dirname, "session", "conversation-backend.mjs"), String(TURNS), String(DELTAS)] };
+
+async function withSession() {
+  let chunks = 0;
+  let tools = 0;
+  const session = await createAgentSession({
+    backend,
+    approvals: () => true,
+    onAssistantText: () => chunks++,
+    onToolActivity: () => tools++,
+    onAgentActivity: () => {},
+    onApprovalResolved: () => {},
+    onDiagnostic: () => {},
+  });
+  globalThis.gc?.();
+  const start = performance.eventLoopUtilization();
+  const t0 = performance.now();
+  const result = await session.run("go");
+  const elu = performance.eventLoopUtilization(start);
+  const wall = performance.now() - t0;
+  await session.close();
+  if (result.status !== "completed" || tools !== TURNS * 2) throw new Error(`session run incomplete: ${JSON.stringify(result).slice(0, 80)} tools=${tools}`);
+  return { active: elu.active, wall, chunks };
+}
+
+async function wiringOnly() {
+  let events = 0;
+  let resolveDone;
+  const done = new Promise((resolve) => (resolveDone = resolve));
+  let resolveReady;
+  const ready = new Promise((resolve) => (resolveReady = resolve));
+  const exited = new Promise((resolve) => {
+    const child = spawnBridgeProcess(backend, {
+      onEvent(event) {
+        if (event.type === "ready") return resolveReady();
+        events++;
+        if (event.type === "run_complete") resolveDone(events);
+      },
+      onExit: resolve,
+    });
+    wiringOnly.channel = createBridgeChannel(child);
+  });
+  await ready;
+  globalThis.gc?.();
+  const start = performance.eventLoopUtilization();
+  const t0 = performance.now();
+  wiringOnly.channel.send({ type: "prompt", text: "go" });
+  const delivered = await done;
+  const elu = performance.eventLoopUtilization(start);
+  const wall = performance.now() - t0;
+  wiringOnly.channel.shutdown();
+  await exited;
+  if (delivered !== EVENTS) throw new Error(`expected ${EVENTS} events, got ${delivered}`);
+  return { active: elu.active, wall };
+}
+
+const rounds = 9;
+const session = [];
+const wiring = [];
+for (let round = -1; round < rounds; round++) {
+  const order = round % 2 === 0 ? [withSession, wiringOnly] : [wiringOnly, withSession];
+  for (const run of order) {
+    const result = await run();
+    if (round >= 0) (run === withSession ? session : wiring).push(result);
+  }
+}
+const s = median(session.map((r) => r.active));
+const w = median(wiring.map((r) => r.active));
+const perEvent = (ms) => `${((ms * 1e6) / EVENTS).toFixed(0)} ns`;
+console.log(`node ${process.version}; ${EVENTS} events per run (${TURNS} turns x ${DELTAS} text deltas + tool calls with approvals); ${rounds} interleaved rounds, medians`);
+console.log("| | JS-thread time per run | per event | wall time per run |");
+console.log("| --- | ---: | ---: | ---: |");
+console.log(`| decoding alone (spawnBridgeProcess, counting onEvent) | ${w.toFixed(1)} ms | ${perEvent(w)} | ${median(wiring.map((r) => r.wall)).toFixed(1)} ms |`);
+console.log(`| session layer (createAgentSession, run) | ${s.toFixed(1)} ms | ${perEvent(s)} | ${median(session.map((r) => r.wall)).toFixed(1)} ms |`);
+console.log(`| session layer's own share | ${(s - w).toFixed(1)} ms | ${perEvent(s - w)} | |`);
+console.log(`\nsession / decoding alone: ${(s / w).toFixed(2)}x; text chunks delivered per run: ${session[0].chunks}`);
