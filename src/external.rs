@@ -43,13 +43,27 @@ impl LineText {
     pub(crate) fn into_js(self, env: sys::napi_env) -> Result<sys::napi_value> {
         let mut value = std::ptr::null_mut();
         match (self, functions()) {
-            (LineText::Latin1(bytes), Some(f)) => unsafe { external(env, bytes, f.latin1, &mut value) }?,
-            (LineText::Utf16(units), Some(f)) => unsafe { external(env, units, f.utf16, &mut value) }?,
+            (LineText::Latin1(bytes), Some(f)) => {
+                unsafe { external(env, bytes, f.latin1, &mut value) }?
+            }
+            (LineText::Utf16(units), Some(f)) => {
+                unsafe { external(env, units, f.utf16, &mut value) }?
+            }
             (LineText::Utf8(text), _) => check_status!(unsafe {
-                sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut value)
+                sys::napi_create_string_utf8(
+                    env,
+                    text.as_ptr().cast(),
+                    text.len() as isize,
+                    &mut value,
+                )
             })?,
             (LineText::Latin1(bytes), None) => check_status!(unsafe {
-                sys::napi_create_string_latin1(env, bytes.as_ptr().cast(), bytes.len() as isize, &mut value)
+                sys::napi_create_string_latin1(
+                    env,
+                    bytes.as_ptr().cast(),
+                    bytes.len() as isize,
+                    &mut value,
+                )
             })?,
             (LineText::Utf16(units), None) => check_status!(unsafe {
                 sys::napi_create_string_utf16(env, units.as_ptr(), units.len() as isize, &mut value)
@@ -84,8 +98,14 @@ fn functions() -> Option<&'static ExternalStringFunctions> {
             let host = libloading::os::windows::Library::this().ok()?;
             // SAFETY: these are the Node-API signatures of both functions.
             unsafe {
-                let latin1 = *host.get::<CreateExternal<std::ffi::c_char>>(b"node_api_create_external_string_latin1\0").ok()?;
-                let utf16 = *host.get::<CreateExternal<u16>>(b"node_api_create_external_string_utf16\0").ok()?;
+                let latin1 = *host
+                    .get::<CreateExternal<std::ffi::c_char>>(
+                        b"node_api_create_external_string_latin1\0",
+                    )
+                    .ok()?;
+                let utf16 = *host
+                    .get::<CreateExternal<u16>>(b"node_api_create_external_string_utf16\0")
+                    .ok()?;
                 Some(ExternalStringFunctions { latin1, utf16 })
             }
         })
@@ -107,7 +127,17 @@ unsafe fn external<T, C>(
     let owner = Box::into_raw(Box::new(data));
     let pointer = unsafe { (*owner).as_mut_ptr() }.cast::<C>();
     let mut copied = false;
-    let status = unsafe { create(env, pointer, length, Some(release::<T>), owner.cast(), value, &mut copied) };
+    let status = unsafe {
+        create(
+            env,
+            pointer,
+            length,
+            Some(release::<T>),
+            owner.cast(),
+            value,
+            &mut copied,
+        )
+    };
     if status != sys::Status::napi_ok {
         // Not taken: the finalizer will not run.
         drop(unsafe { Box::from_raw(owner) });

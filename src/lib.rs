@@ -48,7 +48,9 @@ pub fn register_decode_error_class(
 pub(crate) fn decode_error_instance(env: &Env, error: &DecodeError) -> Result<sys::napi_value> {
     let registered = DECODE_ERROR_CLASS.with(|slot| -> Result<Option<sys::napi_value>> {
         let slot = slot.borrow();
-        let Some(class) = slot.as_ref() else { return Ok(None) };
+        let Some(class) = slot.as_ref() else {
+            return Ok(None);
+        };
         let instance = class
             .borrow_back(env)?
             .new_instance(FnArgs::from((error.message.clone(), error.fields.clone())))?;
@@ -57,7 +59,8 @@ pub(crate) fn decode_error_instance(env: &Env, error: &DecodeError) -> Result<sy
     match registered {
         Some(instance) => Ok(instance),
         None => {
-            let plain = env.create_error(Error::new(Status::GenericFailure, error.message.clone()))?;
+            let plain =
+                env.create_error(Error::new(Status::GenericFailure, error.message.clone()))?;
             Ok(plain.raw())
         }
     }
@@ -90,7 +93,12 @@ pub fn install_raw_exports(exports: Object, env: Env) -> Result<()> {
         )
     })?;
     check_status!(unsafe {
-        sys::napi_set_named_property(env.raw(), exports.raw(), c"validateEventLine".as_ptr(), function)
+        sys::napi_set_named_property(
+            env.raw(),
+            exports.raw(),
+            c"validateEventLine".as_ptr(),
+            function,
+        )
     })?;
     Ok(())
 }
@@ -107,7 +115,14 @@ unsafe extern "C" fn validate_event_line_callback(
         let mut argc = 1usize;
         let mut argv = [std::ptr::null_mut(); 1];
         check_status!(unsafe {
-            sys::napi_get_cb_info(raw_env, info, &mut argc, argv.as_mut_ptr(), std::ptr::null_mut(), std::ptr::null_mut())
+            sys::napi_get_cb_info(
+                raw_env,
+                info,
+                &mut argc,
+                argv.as_mut_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
         })?;
         let checked = strings::with_utf8_raw(&env, argv[0], bridge_core::validate_event_line)?;
         checked.map(|t| t as u32).map_err(|e| throwable(&env, e))

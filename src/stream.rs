@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
-use bridge_core::reader::{spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind};
+use bridge_core::reader::{
+    spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind,
+};
 use bridge_core::DecodeError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -35,8 +37,14 @@ const QUEUED_BATCHES: usize = 4;
 /// The callback's arguments: lines, decode errors at the same indices (or
 /// `null` when the batch has none), whether the stream ended, and why
 /// reading failed, if it did.
-type BatchArgs = FnArgs<(Lines, Option<Vec<Option<DecodeErrorValue>>>, bool, Option<String>)>;
-type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, QUEUED_BATCHES>;
+type BatchArgs = FnArgs<(
+    Lines,
+    Option<Vec<Option<DecodeErrorValue>>>,
+    bool,
+    Option<String>,
+)>;
+type BatchCallback =
+    ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, QUEUED_BATCHES>;
 
 /// A batch made ready for JavaScript on the reader thread: large lines are
 /// already in the form V8 can take without a copy (see `external.rs`).
@@ -48,7 +56,9 @@ pub struct Lines(Vec<LineText>);
 impl ToNapiValue for Lines {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
         let mut array = std::ptr::null_mut();
-        check_status!(unsafe { sys::napi_create_array_with_length(env, value.0.len(), &mut array) })?;
+        check_status!(unsafe {
+            sys::napi_create_array_with_length(env, value.0.len(), &mut array)
+        })?;
         for (index, line) in value.0.into_iter().enumerate() {
             let string = line.into_js(env)?;
             check_status!(unsafe { sys::napi_set_element(env, array, index as u32, string) })?;
@@ -80,7 +90,10 @@ impl BatchSink for JsSink {
         if self.disposed.load(Ordering::Acquire) {
             return false;
         }
-        self.callback.call(Prepared(batch_args(batch)), ThreadsafeFunctionCallMode::Blocking) == Status::Ok
+        self.callback.call(
+            Prepared(batch_args(batch)),
+            ThreadsafeFunctionCallMode::Blocking,
+        ) == Status::Ok
     }
 }
 
@@ -143,21 +156,37 @@ impl StreamReader {
         constructor,
         ts_args_type = "kind: 'events' | 'text', maxLineBytes: number, onBatch: (lines: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void"
     )]
-    pub fn new(kind: String, max_line_bytes: f64, on_batch: Function<BatchArgs, ()>) -> Result<Self> {
+    pub fn new(
+        kind: String,
+        max_line_bytes: f64,
+        on_batch: Function<BatchArgs, ()>,
+    ) -> Result<Self> {
         let kind = match kind.as_str() {
             "events" => StreamKind::Events,
             "text" => StreamKind::Text,
-            other => return Err(Error::new(Status::InvalidArg, format!("Unknown stream kind: {other}"))),
+            other => {
+                return Err(Error::new(
+                    Status::InvalidArg,
+                    format!("Unknown stream kind: {other}"),
+                ))
+            }
         };
-        if !(max_line_bytes >= 1.0) {
-            return Err(Error::new(Status::InvalidArg, "maxLineBytes must be at least 1"));
+        // Also refuses NaN.
+        if max_line_bytes.is_nan() || max_line_bytes < 1.0 {
+            return Err(Error::new(
+                Status::InvalidArg,
+                "maxLineBytes must be at least 1",
+            ));
         }
         let callback = on_batch
             .build_threadsafe_function::<Prepared>()
             .max_queue_size::<QUEUED_BATCHES>()
             .build_callback(|context| Ok(context.value.0))?;
         Ok(StreamReader {
-            options: ReaderOptions { max_line_bytes: max_line_bytes as usize, ..ReaderOptions::new(kind) },
+            options: ReaderOptions {
+                max_line_bytes: max_line_bytes as usize,
+                ..ReaderOptions::new(kind)
+            },
             callback: Some(callback),
             disposed: Arc::new(AtomicBool::new(false)),
             chunks: None,
@@ -171,9 +200,15 @@ impl StreamReader {
         if self.started {
             return Err(Error::from_reason("The reader has already started."));
         }
-        let callback = self.callback.take().ok_or_else(|| Error::from_reason("The reader was disposed."))?;
+        let callback = self
+            .callback
+            .take()
+            .ok_or_else(|| Error::from_reason("The reader was disposed."))?;
         self.started = true;
-        let sink = JsSink { callback, disposed: self.disposed.clone() };
+        let sink = JsSink {
+            callback,
+            disposed: self.disposed.clone(),
+        };
         spawn_reader(source, self.options.clone(), sink)?;
         Ok(())
     }
@@ -194,7 +229,9 @@ impl StreamReader {
         }
         #[cfg(not(unix))]
         {
-            Err(Error::from_reason("openPipe is only available on Unix; use push()."))
+            Err(Error::from_reason(
+                "openPipe is only available on Unix; use push().",
+            ))
         }
     }
 
@@ -211,7 +248,12 @@ impl StreamReader {
     pub fn push(&mut self, chunk: Buffer) -> Result<u32> {
         if self.chunks.is_none() {
             let (sender, receiver) = channel();
-            let source = PushedChunks { receiver, current: None, offset: 0, queued: self.queued.clone() };
+            let source = PushedChunks {
+                receiver,
+                current: None,
+                offset: 0,
+                queued: self.queued.clone(),
+            };
             self.start(source)?;
             self.chunks = Some(sender);
         }
@@ -238,7 +280,12 @@ impl StreamReader {
         if !self.started {
             let (sender, receiver) = channel::<Buffer>();
             drop(sender);
-            let source = PushedChunks { receiver, current: None, offset: 0, queued: self.queued.clone() };
+            let source = PushedChunks {
+                receiver,
+                current: None,
+                offset: 0,
+                queued: self.queued.clone(),
+            };
             self.start(source)?;
         }
         self.chunks = None;

@@ -22,7 +22,11 @@ pub(crate) fn with_utf8<R>(env: &Env, value: &Unknown, f: impl FnOnce(&str) -> R
 }
 
 /// [`with_utf8`] for a raw value handle.
-pub(crate) fn with_utf8_raw<R>(env: &Env, raw: sys::napi_value, f: impl FnOnce(&str) -> R) -> Result<R> {
+pub(crate) fn with_utf8_raw<R>(
+    env: &Env,
+    raw: sys::napi_value,
+    f: impl FnOnce(&str) -> R,
+) -> Result<R> {
     let mut f = Some(f);
     let fitted = SCRATCH.with(|scratch| -> Result<Option<R>> {
         let mut buffer = scratch.borrow_mut();
@@ -41,7 +45,9 @@ pub(crate) fn with_utf8_raw<R>(env: &Env, raw: sys::napi_value, f: impl FnOnce(&
     }
     let mut length = 0usize;
     check_status!(
-        unsafe { sys::napi_get_value_string_utf8(env.raw(), raw, std::ptr::null_mut(), 0, &mut length) },
+        unsafe {
+            sys::napi_get_value_string_utf8(env.raw(), raw, std::ptr::null_mut(), 0, &mut length)
+        },
         "Reading a string length failed"
     )?;
     let mut buffer = vec![0u8; length + 1];
@@ -53,12 +59,19 @@ pub(crate) fn with_utf8_raw<R>(env: &Env, raw: sys::napi_value, f: impl FnOnce(&
 fn copy_utf8<'b>(env: &Env, raw: sys::napi_value, buffer: &'b mut [u8]) -> Result<&'b str> {
     let mut written = 0usize;
     let status = unsafe {
-        sys::napi_get_value_string_utf8(env.raw(), raw, buffer.as_mut_ptr().cast(), buffer.len(), &mut written)
+        sys::napi_get_value_string_utf8(
+            env.raw(),
+            raw,
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+            &mut written,
+        )
     };
     if status == sys::Status::napi_string_expected {
         return Err(Error::new(Status::StringExpected, "Expected a string."));
     }
     check_status!(status, "Reading a string failed")?;
     // V8 writes well-formed UTF-8 (unpaired surrogates are replaced).
-    std::str::from_utf8(&buffer[..written]).map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
+    std::str::from_utf8(&buffer[..written])
+        .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))
 }

@@ -14,8 +14,17 @@ use bridge_core::json::{JsonCursor, Kind};
 use napi::{check_status, sys, Error, Result, Status};
 
 enum Frame {
-    Object { object: sys::napi_value, keys: sys::napi_value, next: u32, len: u32 },
-    Array { array: sys::napi_value, next: u32, len: u32 },
+    Object {
+        object: sys::napi_value,
+        keys: sys::napi_value,
+        next: u32,
+        len: u32,
+    },
+    Array {
+        array: sys::napi_value,
+        next: u32,
+        len: u32,
+    },
 }
 
 pub(crate) struct ValueCursor {
@@ -31,7 +40,12 @@ pub(crate) struct ValueCursor {
 
 impl ValueCursor {
     pub(crate) fn new(env: sys::napi_env, value: sys::napi_value) -> Self {
-        ValueCursor { env, current: value, stack: Vec::new(), key: Vec::new() }
+        ValueCursor {
+            env,
+            current: value,
+            stack: Vec::new(),
+            key: Vec::new(),
+        }
     }
 
     fn type_of(&self) -> Result<sys::napi_valuetype> {
@@ -63,7 +77,13 @@ impl ValueCursor {
         out.resize(len + 1, 0);
         let mut written = 0;
         check_status!(unsafe {
-            sys::napi_get_value_string_utf8(self.env, string, out.as_mut_ptr().cast(), out.len(), &mut written)
+            sys::napi_get_value_string_utf8(
+                self.env,
+                string,
+                out.as_mut_ptr().cast(),
+                out.len(),
+                &mut written,
+            )
         })?;
         out.truncate(written);
         Ok(())
@@ -71,7 +91,10 @@ impl ValueCursor {
 }
 
 fn not_json(what: &str) -> Error {
-    Error::new(Status::InvalidArg, format!("Expected a value produced by JSON.parse, found {what}."))
+    Error::new(
+        Status::InvalidArg,
+        format!("Expected a value produced by JSON.parse, found {what}."),
+    )
 }
 
 impl JsonCursor for ValueCursor {
@@ -86,7 +109,9 @@ impl JsonCursor for ValueCursor {
             sys::ValueType::napi_string => Kind::String,
             sys::ValueType::napi_object => {
                 let mut is_array = false;
-                check_status!(unsafe { sys::napi_is_array(self.env, self.current, &mut is_array) })?;
+                check_status!(unsafe {
+                    sys::napi_is_array(self.env, self.current, &mut is_array)
+                })?;
                 if is_array {
                     Kind::Array
                 } else {
@@ -118,7 +143,9 @@ impl JsonCursor for ValueCursor {
     fn read_string(&mut self) -> Result<Cow<'_, str>> {
         let mut bytes = Vec::new();
         self.utf8_into(self.current, &mut bytes)?;
-        Ok(Cow::Owned(String::from_utf8(bytes).map_err(|e| Error::from_reason(e.to_string()))?))
+        Ok(Cow::Owned(
+            String::from_utf8(bytes).map_err(|e| Error::from_reason(e.to_string()))?,
+        ))
     }
 
     fn enter_object(&mut self) -> Result<()> {
@@ -136,7 +163,12 @@ impl JsonCursor for ValueCursor {
             )
         })?;
         let len = self.array_length(keys)?;
-        self.stack.push(Frame::Object { object: self.current, keys, next: 0, len });
+        self.stack.push(Frame::Object {
+            object: self.current,
+            keys,
+            next: 0,
+            len,
+        });
         Ok(())
     }
 
@@ -144,7 +176,13 @@ impl JsonCursor for ValueCursor {
     where
         F: FnMut(&[u8]) -> Option<usize>,
     {
-        let Some(Frame::Object { object, keys, next, len }) = self.stack.last_mut() else {
+        let Some(Frame::Object {
+            object,
+            keys,
+            next,
+            len,
+        }) = self.stack.last_mut()
+        else {
             return Err(Error::from_reason("next_member outside an object"));
         };
         if *next >= *len {
@@ -167,7 +205,11 @@ impl JsonCursor for ValueCursor {
 
     fn enter_array(&mut self) -> Result<()> {
         let len = self.array_length(self.current)?;
-        self.stack.push(Frame::Array { array: self.current, next: 0, len });
+        self.stack.push(Frame::Array {
+            array: self.current,
+            next: 0,
+            len,
+        });
         Ok(())
     }
 

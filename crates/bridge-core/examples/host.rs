@@ -30,20 +30,40 @@ impl BatchSink for Tagged {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = std::env::var_os("DEMO_PYTHON").map(PathBuf::from).unwrap_or(root.join(".venv/bin/python"));
+    let python = std::env::var_os("DEMO_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or(root.join(".venv/bin/python"));
     let started = Instant::now();
     let mut child = Command::new(&python)
-        .args(["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"])
+        .args([
+            "-m",
+            "agentlane_process_bridge",
+            "--app",
+            "demo_app:create_backend",
+        ])
         .current_dir(root.join("examples/backend"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e} (run scripts/setup-python.sh first)", python.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot start {}: {e} (run scripts/setup-python.sh first)",
+                python.display()
+            )
+        })?;
     let mut stdin = child.stdin.take().expect("piped stdin");
     let (sender, batches) = sync_channel(4);
-    spawn_reader(child.stdout.take().expect("piped stdout"), ReaderOptions::new(StreamKind::Events), Tagged(StreamKind::Events, sender.clone()))?;
-    spawn_reader(child.stderr.take().expect("piped stderr"), ReaderOptions::new(StreamKind::Text), Tagged(StreamKind::Text, sender))?;
+    spawn_reader(
+        child.stdout.take().expect("piped stdout"),
+        ReaderOptions::new(StreamKind::Events),
+        Tagged(StreamKind::Events, sender.clone()),
+    )?;
+    spawn_reader(
+        child.stderr.take().expect("piped stderr"),
+        ReaderOptions::new(StreamKind::Text),
+        Tagged(StreamKind::Text, sender),
+    )?;
 
     let mut send = |command: BridgeCommand| -> std::io::Result<()> {
         let frame = encode_command(&command).map_err(std::io::Error::other)?;
@@ -67,7 +87,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     continue;
                 }
                 Item::Invalid { line, error } => {
-                    eprintln!("invalid line from the backend: {} ({:?})\n  {}", error.message, error.fields, &line[..line.len().min(200)]);
+                    eprintln!(
+                        "invalid line from the backend: {} ({:?})\n  {}",
+                        error.message,
+                        error.fields,
+                        &line[..line.len().min(200)]
+                    );
                     continue;
                 }
                 Item::Event { line, .. } => line,
@@ -82,9 +107,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "ready" => {
                     ready_at = Some(started.elapsed());
                     let text = |key: &str| event[key].as_str().unwrap_or("?").to_owned();
-                    println!("backend ready: agentlane {}, protocol {}", text("version"), text("protocol_version"));
+                    println!(
+                        "backend ready: agentlane {}, protocol {}",
+                        text("version"),
+                        text("protocol_version")
+                    );
                     println!("\nyou: Please save a note about the process bridge.\nassistant: ");
-                    send(BridgeCommand::Prompt { text: "Please save a note about the process bridge.".into() })?;
+                    send(BridgeCommand::Prompt {
+                        text: "Please save a note about the process bridge.".into(),
+                    })?;
                 }
                 "run_event" => {
                     let record = &event["event"];
@@ -96,11 +127,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         }
                         "tool_approval" if payload["event"]["record"]["status"] == "pending" => {
                             let approval = &payload["event"]["record"];
-                            let id = approval["request_id"].as_str().unwrap_or_default().to_owned();
+                            let id = approval["request_id"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_owned();
                             let request = &approval["request"];
                             let text = |key: &str| request[key].as_str().unwrap_or("?").to_owned();
-                            println!("\n[approval needed] {}: {} -> approving {id}", text("tool_name"), text("operation"));
-                            send(BridgeCommand::Approve { id, allowed: true, reason: None })?;
+                            println!(
+                                "\n[approval needed] {}: {} -> approving {id}",
+                                text("tool_name"),
+                                text("operation")
+                            );
+                            send(BridgeCommand::Approve {
+                                id,
+                                allowed: true,
+                                reason: None,
+                            })?;
                         }
                         "tool_end" => println!("[tool result] {}\nassistant: ", payload["result"]),
                         _ => {}
@@ -120,7 +162,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let status = child.wait()?;
     if ready_at.is_none() {
-        return Err(format!("the backend exited before it was ready ({status}): {}", stderr_tail.last().map_or("no output", String::as_str)).into());
+        return Err(format!(
+            "the backend exited before it was ready ({status}): {}",
+            stderr_tail.last().map_or("no output", String::as_str)
+        )
+        .into());
     }
     println!(
         "\nbackend ready after {:?}, {events} events, exited {status} after {:?}",

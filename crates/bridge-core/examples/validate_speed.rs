@@ -6,12 +6,19 @@
 
 fn main() {
     let line = r#"{"protocol_version":"1.0","type":"run_event","ts":1767225601.1,"event":{"type":"model_stream","payload":{"event":{"kind":"text_delta","raw":null,"provider_event_type":null,"item_index":null,"item_type":null,"text":"Two ","tool_call_id":null,"tool_call_index":null,"arguments_delta":null,"reasoning":null,"reasoning_signature":null,"response":null,"error":null,"continuation":null,"async_tool_call":null,"required_tool_call_ids":[],"input_messages":null,"steering":null},"kind":"model_stream"}}}"#;
-    let n: usize = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000_000);
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000_000);
     let start = std::time::Instant::now();
     for _ in 0..n {
         std::hint::black_box(bridge_core::validate_event_line(std::hint::black_box(line))).unwrap();
     }
-    println!("{} bytes: {:.0} ns per line", line.len(), start.elapsed().as_nanos() as f64 / n as f64);
+    println!(
+        "{} bytes: {:.0} ns per line",
+        line.len(),
+        start.elapsed().as_nanos() as f64 / n as f64
+    );
     if std::env::var("BIG").as_deref() == Ok("0") {
         return;
     }
@@ -23,5 +30,8 @@ fn main() {
     for _ in 0..20 {
         bridge_core::validate_event_line(&big).unwrap();
     }
-    println!("10 MiB string: {:.2} ms per line", start.elapsed().as_secs_f64() * 1000.0 / 20.0);
+    println!(
+        "10 MiB string: {:.2} ms per line",
+        start.elapsed().as_secs_f64() * 1000.0 / 20.0
+    );
 }

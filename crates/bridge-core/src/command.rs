@@ -23,9 +23,17 @@ pub const MAX_COMMAND_CODE_POINTS: usize = 1_000_000;
 /// A command, as a Rust host builds it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    Prompt { text: String },
-    Approve { id: String, allowed: bool, reason: Option<String> },
-    Configure { patch: Map<String, Value> },
+    Prompt {
+        text: String,
+    },
+    Approve {
+        id: String,
+        allowed: bool,
+        reason: Option<String>,
+    },
+    Configure {
+        patch: Map<String, Value>,
+    },
     Cancel,
     Reset,
     Shutdown,
@@ -39,7 +47,9 @@ pub struct CommandError {
 
 impl CommandError {
     fn new(message: impl Into<String>) -> Self {
-        CommandError { message: message.into() }
+        CommandError {
+            message: message.into(),
+        }
     }
 }
 
@@ -56,14 +66,20 @@ impl std::error::Error for CommandError {}
 pub fn encode_command(command: &Command) -> Result<String, CommandError> {
     let (kind, fields): (&str, Vec<(&str, Value)>) = match command {
         Command::Prompt { text } => ("prompt", vec![("text", text.as_str().into())]),
-        Command::Approve { id, allowed, reason } => {
+        Command::Approve {
+            id,
+            allowed,
+            reason,
+        } => {
             let mut fields = vec![("id", id.as_str().into()), ("allowed", (*allowed).into())];
             if let Some(reason) = reason {
                 fields.push(("reason", reason.as_str().into()));
             }
             ("approve", fields)
         }
-        Command::Configure { patch } => ("configure", vec![("patch", Value::Object(patch.clone()))]),
+        Command::Configure { patch } => {
+            ("configure", vec![("patch", Value::Object(patch.clone()))])
+        }
         Command::Cancel => ("cancel", vec![]),
         Command::Reset => ("reset", vec![]),
         Command::Shutdown => ("shutdown", vec![]),
@@ -130,14 +146,19 @@ fn describe(ty: &Ty) -> &'static str {
 
 /// The command's `type` (last occurrence), or why there is none.
 fn read_command_type(frame: &str) -> Result<String, CommandError> {
-    let not_json = |e: crate::json::SyntaxError| CommandError::new(format!("Bridge command is not valid JSON: {e}"));
+    let not_json = |e: crate::json::SyntaxError| {
+        CommandError::new(format!("Bridge command is not valid JSON: {e}"))
+    };
     let mut c = TextCursor::new(frame);
     if c.peek().map_err(not_json)? != Kind::Object {
         return Err(CommandError::new("Bridge command must be a JSON object."));
     }
     c.enter_object().map_err(not_json)?;
     let mut found = None;
-    while let Some(member) = c.next_member(|key| (key == b"type").then_some(0)).map_err(not_json)? {
+    while let Some(member) = c
+        .next_member(|key| (key == b"type").then_some(0))
+        .map_err(not_json)?
+    {
         if member.is_some() && c.peek().map_err(not_json)? == Kind::String {
             found = Some(c.read_string().map_err(not_json)?.into_owned());
         } else {
@@ -170,7 +191,9 @@ fn find_unpaired_surrogate(frame: &str, names: &[&'static str]) -> Option<(&'sta
             continue;
         };
         match unit {
-            0xD800..=0xDBFF if unit_at(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) => {
+            0xD800..=0xDBFF
+                if unit_at(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) =>
+            {
                 i += 12;
             }
             0xD800..=0xDFFF => return Some((top_level_field_at(frame, i, names), unit)),
@@ -205,13 +228,46 @@ mod tests {
     #[test]
     fn encodes_the_reference_frames() {
         let cases = [
-            (Command::Prompt { text: "List the files".into() }, r#"{"type":"prompt","text":"List the files","protocol_version":"1.0"}"#),
-            (Command::Approve { id: "tool-approval-1".into(), allowed: true, reason: None }, r#"{"type":"approve","id":"tool-approval-1","allowed":true,"protocol_version":"1.0"}"#),
-            (Command::Approve { id: "tool-approval-2".into(), allowed: false, reason: Some("Not in this folder.".into()) }, r#"{"type":"approve","id":"tool-approval-2","allowed":false,"reason":"Not in this folder.","protocol_version":"1.0"}"#),
-            (Command::Configure { patch: json!({"model": "gpt-b"}).as_object().unwrap().clone() }, r#"{"type":"configure","patch":{"model":"gpt-b"},"protocol_version":"1.0"}"#),
-            (Command::Cancel, r#"{"type":"cancel","protocol_version":"1.0"}"#),
-            (Command::Reset, r#"{"type":"reset","protocol_version":"1.0"}"#),
-            (Command::Shutdown, r#"{"type":"shutdown","protocol_version":"1.0"}"#),
+            (
+                Command::Prompt {
+                    text: "List the files".into(),
+                },
+                r#"{"type":"prompt","text":"List the files","protocol_version":"1.0"}"#,
+            ),
+            (
+                Command::Approve {
+                    id: "tool-approval-1".into(),
+                    allowed: true,
+                    reason: None,
+                },
+                r#"{"type":"approve","id":"tool-approval-1","allowed":true,"protocol_version":"1.0"}"#,
+            ),
+            (
+                Command::Approve {
+                    id: "tool-approval-2".into(),
+                    allowed: false,
+                    reason: Some("Not in this folder.".into()),
+                },
+                r#"{"type":"approve","id":"tool-approval-2","allowed":false,"reason":"Not in this folder.","protocol_version":"1.0"}"#,
+            ),
+            (
+                Command::Configure {
+                    patch: json!({"model": "gpt-b"}).as_object().unwrap().clone(),
+                },
+                r#"{"type":"configure","patch":{"model":"gpt-b"},"protocol_version":"1.0"}"#,
+            ),
+            (
+                Command::Cancel,
+                r#"{"type":"cancel","protocol_version":"1.0"}"#,
+            ),
+            (
+                Command::Reset,
+                r#"{"type":"reset","protocol_version":"1.0"}"#,
+            ),
+            (
+                Command::Shutdown,
+                r#"{"type":"shutdown","protocol_version":"1.0"}"#,
+            ),
         ];
         for (command, expected) in cases {
             assert_eq!(encode_command(&command).unwrap(), format!("{expected}\n"));
@@ -220,7 +276,10 @@ mod tests {
 
     #[test]
     fn escapes_like_json_stringify() {
-        let frame = encode_command(&Command::Prompt { text: "a\"\\\n\u{1}\u{7f}é\u{2028}😀".into() }).unwrap();
+        let frame = encode_command(&Command::Prompt {
+            text: "a\"\\\n\u{1}\u{7f}é\u{2028}😀".into(),
+        })
+        .unwrap();
         assert_eq!(frame, "{\"type\":\"prompt\",\"text\":\"a\\\"\\\\\\n\\u0001\u{7f}é\u{2028}😀\",\"protocol_version\":\"1.0\"}\n");
     }
 
@@ -228,31 +287,65 @@ mod tests {
     fn refuses_what_the_backend_would_mishandle() {
         let err = |frame: &str| check_command_frame(frame).unwrap_err().message;
         assert_eq!(err(r#"{"type":"bogus"}"#), "Unknown bridge command type: bogus. Known types: prompt, approve, cancel, configure, reset, shutdown.");
-        assert_eq!(err(r#"{"text":"x"}"#), "Bridge command type must be a string.");
+        assert_eq!(
+            err(r#"{"text":"x"}"#),
+            "Bridge command type must be a string."
+        );
         assert_eq!(err(r#"[1]"#), "Bridge command must be a JSON object.");
-        assert_eq!(err(r#"{"type":"prompt"}"#), "Invalid prompt command: prompt.text must be a string.");
-        assert_eq!(err(r#"{"type":"prompt","text":5}"#), "Invalid prompt command: prompt.text must be a string.");
-        assert_eq!(err(r#"{"type":"approve","id":"a","allowed":"true"}"#), "Invalid approve command: approve.allowed must be a boolean.");
-        assert_eq!(err(r#"{"type":"approve","allowed":true}"#), "Invalid approve command: approve.id must be a string.");
-        assert_eq!(err(r#"{"type":"approve","id":"a","allowed":true,"reason":null}"#), "Invalid approve command: approve.reason must be a string.");
-        assert_eq!(err(r#"{"type":"configure","patch":[1]}"#), "Invalid configure command: configure.patch must be a JSON object.");
-        assert!(err(r#"{"type":"prompt","text":"a\ud800b"}"#).contains("prompt.text contains an unpaired UTF-16 surrogate (\\ud800)"));
-        assert!(err(r#"{"type":"configure","patch":{"k":["\udc00"]}}"#).contains("configure.patch contains an unpaired"));
+        assert_eq!(
+            err(r#"{"type":"prompt"}"#),
+            "Invalid prompt command: prompt.text must be a string."
+        );
+        assert_eq!(
+            err(r#"{"type":"prompt","text":5}"#),
+            "Invalid prompt command: prompt.text must be a string."
+        );
+        assert_eq!(
+            err(r#"{"type":"approve","id":"a","allowed":"true"}"#),
+            "Invalid approve command: approve.allowed must be a boolean."
+        );
+        assert_eq!(
+            err(r#"{"type":"approve","allowed":true}"#),
+            "Invalid approve command: approve.id must be a string."
+        );
+        assert_eq!(
+            err(r#"{"type":"approve","id":"a","allowed":true,"reason":null}"#),
+            "Invalid approve command: approve.reason must be a string."
+        );
+        assert_eq!(
+            err(r#"{"type":"configure","patch":[1]}"#),
+            "Invalid configure command: configure.patch must be a JSON object."
+        );
+        assert!(err(r#"{"type":"prompt","text":"a\ud800b"}"#)
+            .contains("prompt.text contains an unpaired UTF-16 surrogate (\\ud800)"));
+        assert!(err(r#"{"type":"configure","patch":{"k":["\udc00"]}}"#)
+            .contains("configure.patch contains an unpaired"));
         assert!(err(r#"{"type":"prompt","text":"\ud83d"}"#).contains("\\ud83d"));
     }
 
     #[test]
     fn accepts_paired_surrogates_and_escaped_backslashes() {
-        assert!(check_command_frame(r#"{"type":"prompt","text":"\ud83d\ude00 and \\ud800"}"#).is_ok());
+        assert!(
+            check_command_frame(r#"{"type":"prompt","text":"\ud83d\ude00 and \\ud800"}"#).is_ok()
+        );
         assert!(check_command_frame(r#"{"type":"cancel","extra":{"x":1}}"#).is_ok());
     }
 
     #[test]
     fn enforces_the_backend_line_limit_in_code_points() {
         let overhead = r#"{"type":"prompt","text":""}"#.chars().count();
-        let fits = format!(r#"{{"type":"prompt","text":"{}"}}"#, "é".repeat(999_999 - overhead));
+        let fits = format!(
+            r#"{{"type":"prompt","text":"{}"}}"#,
+            "é".repeat(999_999 - overhead)
+        );
         assert!(check_command_frame(&fits).is_ok());
-        let over = format!(r#"{{"type":"prompt","text":"{}"}}"#, "é".repeat(1_000_000 - overhead));
-        assert!(check_command_frame(&over).unwrap_err().message.contains("1000001 code points"));
+        let over = format!(
+            r#"{{"type":"prompt","text":"{}"}}"#,
+            "é".repeat(1_000_000 - overhead)
+        );
+        assert!(check_command_frame(&over)
+            .unwrap_err()
+            .message
+            .contains("1000001 code points"));
     }
 }

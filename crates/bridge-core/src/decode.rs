@@ -19,12 +19,21 @@ pub struct DecodeError {
 
 impl DecodeError {
     pub fn new(message: impl Into<String>, fields: Vec<String>) -> Self {
-        DecodeError { message: message.into(), fields }
+        DecodeError {
+            message: message.into(),
+            fields,
+        }
     }
 
     /// Step 1: the line is not JSON.
     pub fn invalid_json(error: &SyntaxError) -> Self {
-        Self::new(format!("Invalid JSON bridge event: SyntaxError: {}", error.message()), Vec::new())
+        Self::new(
+            format!(
+                "Invalid JSON bridge event: SyntaxError: {}",
+                error.message()
+            ),
+            Vec::new(),
+        )
     }
 
     /// A line longer than the reader's limit (§2.3 leaves the limit to hosts).
@@ -39,20 +48,24 @@ impl DecodeError {
         let one = |field: &str| vec![field.to_owned()];
         match issue {
             EventIssue::NotAnObject => Self::new("Bridge event must be a JSON object.", Vec::new()),
-            EventIssue::VersionNotAString => {
-                Self::new("Bridge event protocol_version must be a string.", one("protocol_version"))
-            }
+            EventIssue::VersionNotAString => Self::new(
+                "Bridge event protocol_version must be a string.",
+                one("protocol_version"),
+            ),
             EventIssue::UnsupportedVersion(v) => Self::new(
                 format!("Unsupported bridge protocol version: {v}."),
                 one("protocol_version"),
             ),
-            EventIssue::TypeNotAString => Self::new("Bridge event type must be a string.", one("type")),
+            EventIssue::TypeNotAString => {
+                Self::new("Bridge event type must be a string.", one("type"))
+            }
             EventIssue::UnknownType(t) => {
                 Self::new(format!("Unknown bridge event type: {t}."), one("type"))
             }
-            EventIssue::Payload(fields) => {
-                Self::new(format!("Invalid bridge event payload: {}.", fields.join(", ")), fields)
-            }
+            EventIssue::Payload(fields) => Self::new(
+                format!("Invalid bridge event payload: {}.", fields.join(", ")),
+                fields,
+            ),
         }
     }
 }
@@ -114,7 +127,11 @@ pub fn validate_event_line(line: &str) -> Result<EventType, DecodeError> {
 
 /// Judges a document read through any cursor. The outer `Err` is the
 /// cursor's own failure (for text: invalid JSON, step 1).
-pub fn validate_event<C: JsonCursor>(mut cursor: C) -> Result<Result<EventType, DecodeError>, C::Error> {
+pub fn validate_event<C: JsonCursor>(
+    mut cursor: C,
+) -> Result<Result<EventType, DecodeError>, C::Error> {
     let outcome = Walker::default().check_event(&mut cursor)?;
-    Ok(outcome.map(|i| EventType::ALL[i]).map_err(DecodeError::from_issue))
+    Ok(outcome
+        .map(|i| EventType::ALL[i])
+        .map_err(DecodeError::from_issue))
 }

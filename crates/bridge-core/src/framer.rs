@@ -111,7 +111,10 @@ impl LineFramer {
 
     fn take_frame(&mut self) -> Frame {
         if let Some((prefix, length)) = self.overflow.take() {
-            return Frame::TooLong { prefix: decode(prefix), length };
+            return Frame::TooLong {
+                prefix: decode(prefix),
+                length,
+            };
         }
         let capacity = self.pending.capacity();
         let line = std::mem::take(&mut self.pending);
@@ -187,7 +190,11 @@ mod tests {
         let bytes = text.as_bytes();
         let expected = vec!["é€😀 x\u{2028}y".to_owned(), "z".to_owned()];
         for split in 0..=bytes.len() {
-            assert_eq!(lines(&[&bytes[..split], &bytes[split..]]), expected, "split at {split}");
+            assert_eq!(
+                lines(&[&bytes[..split], &bytes[split..]]),
+                expected,
+                "split at {split}"
+            );
         }
         for first in 0..=bytes.len() {
             for second in first..=bytes.len() {
@@ -259,7 +266,10 @@ mod tests {
         }
         // Exactly at the limit is still a line.
         let at_limit = "z".repeat(1000);
-        assert_eq!(frames(&[format!("{at_limit}\n").as_bytes()], 1000), [Frame::Line(at_limit)]);
+        assert_eq!(
+            frames(&[format!("{at_limit}\n").as_bytes()], 1000),
+            [Frame::Line(at_limit)]
+        );
         // An over-long fragment at the end of the stream.
         let got = frames(&[b"ok\n", "w".repeat(2000).as_bytes()], 1000);
         assert!(matches!(&got[1], Frame::TooLong { length: 2000, .. }));

@@ -12,9 +12,9 @@ pub mod json;
 pub mod schema;
 
 pub mod command;
+mod decode;
 pub mod framer;
 pub mod reader;
-mod decode;
 mod validate;
 mod version;
 

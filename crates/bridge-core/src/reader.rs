@@ -109,13 +109,19 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
             Ok(read) => read,
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
             Err(error) => {
-                sink.deliver(Batch { items: batch, end: Some(StreamEnd::Failed(error)) });
+                sink.deliver(Batch {
+                    items: batch,
+                    end: Some(StreamEnd::Failed(error)),
+                });
                 return;
             }
         };
         if read == 0 {
             batch.extend(framer.finish().map(|frame| judge(frame, options)));
-            sink.deliver(Batch { items: batch, end: Some(StreamEnd::Eof) });
+            sink.deliver(Batch {
+                items: batch,
+                end: Some(StreamEnd::Eof),
+            });
             return;
         }
         let mut consumer_gone = false;
@@ -123,13 +129,22 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
             let item = judge(frame, options);
             batch_bytes += item.size();
             batch.push(item);
-            if !consumer_gone && (batch.len() >= options.max_batch_items || batch_bytes >= options.max_batch_bytes) {
-                consumer_gone = !sink.deliver(Batch { items: std::mem::take(&mut batch), end: None });
+            if !consumer_gone
+                && (batch.len() >= options.max_batch_items
+                    || batch_bytes >= options.max_batch_bytes)
+            {
+                consumer_gone = !sink.deliver(Batch {
+                    items: std::mem::take(&mut batch),
+                    end: None,
+                });
                 batch_bytes = 0;
             }
         });
         if !batch.is_empty() && !consumer_gone {
-            consumer_gone = !sink.deliver(Batch { items: std::mem::take(&mut batch), end: None });
+            consumer_gone = !sink.deliver(Batch {
+                items: std::mem::take(&mut batch),
+                end: None,
+            });
             batch_bytes = 0;
         }
         if consumer_gone {
@@ -139,7 +154,11 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
 }
 
 /// Starts [`read_stream`] on a new thread.
-pub fn spawn_reader<R, S>(source: R, options: ReaderOptions, mut sink: S) -> std::io::Result<JoinHandle<()>>
+pub fn spawn_reader<R, S>(
+    source: R,
+    options: ReaderOptions,
+    mut sink: S,
+) -> std::io::Result<JoinHandle<()>>
 where
     R: Read + Send + 'static,
     S: BatchSink + Send + 'static,
@@ -186,7 +205,9 @@ mod tests {
 
     #[test]
     fn events_and_failures_keep_stream_order() {
-        let input = format!("{SHUTDOWN}\nnot json\n\n{SHUTDOWN}\r\n{{\"protocol_version\":\"2.0\"}}\r{SHUTDOWN}");
+        let input = format!(
+            "{SHUTDOWN}\nnot json\n\n{SHUTDOWN}\r\n{{\"protocol_version\":\"2.0\"}}\r{SHUTDOWN}"
+        );
         let batches = collect(input.into_bytes(), ReaderOptions::new(StreamKind::Events));
         assert!(matches!(batches.last().unwrap().end, Some(StreamEnd::Eof)));
         let items: Vec<&Item> = batches.iter().flat_map(|b| &b.items).collect();
@@ -198,11 +219,16 @@ mod tests {
                 Item::Text(_) => "text",
             })
             .collect();
-        assert_eq!(kinds, ["event", "invalid", "invalid", "event", "invalid", "event"]);
+        assert_eq!(
+            kinds,
+            ["event", "invalid", "invalid", "event", "invalid", "event"]
+        );
         match items[2] {
             Item::Invalid { line, error } => {
                 assert_eq!(line, "");
-                assert!(error.message.starts_with("Invalid JSON bridge event: SyntaxError: "));
+                assert!(error
+                    .message
+                    .starts_with("Invalid JSON bridge event: SyntaxError: "));
             }
             other => panic!("{other:?}"),
         }
@@ -210,9 +236,19 @@ mod tests {
 
     #[test]
     fn stderr_lines_are_text() {
-        let batches = collect(b"warning\r\ntraceback\n\xff".to_vec(), ReaderOptions::new(StreamKind::Text));
+        let batches = collect(
+            b"warning\r\ntraceback\n\xff".to_vec(),
+            ReaderOptions::new(StreamKind::Text),
+        );
         let items: Vec<Item> = batches.into_iter().flat_map(|b| b.items).collect();
-        assert_eq!(items, [Item::Text("warning".into()), Item::Text("traceback".into()), Item::Text("\u{fffd}".into())]);
+        assert_eq!(
+            items,
+            [
+                Item::Text("warning".into()),
+                Item::Text("traceback".into()),
+                Item::Text("\u{fffd}".into())
+            ]
+        );
     }
 
     #[test]
@@ -228,7 +264,11 @@ mod tests {
         }
         input.push_str(&big);
         input.push('\n');
-        let options = ReaderOptions { max_batch_items: 100, max_batch_bytes: 1 << 20, ..ReaderOptions::new(StreamKind::Events) };
+        let options = ReaderOptions {
+            max_batch_items: 100,
+            max_batch_bytes: 1 << 20,
+            ..ReaderOptions::new(StreamKind::Events)
+        };
         let batches = collect(input.into_bytes(), options);
         assert!(batches.iter().all(|b| b.items.len() <= 100));
         let items: Vec<Item> = batches.into_iter().flat_map(|b| b.items).collect();
@@ -238,9 +278,15 @@ mod tests {
 
     #[test]
     fn an_over_long_line_is_one_failure_and_reading_goes_on() {
-        let options = ReaderOptions { max_line_bytes: 4096, ..ReaderOptions::new(StreamKind::Events) };
+        let options = ReaderOptions {
+            max_line_bytes: 4096,
+            ..ReaderOptions::new(StreamKind::Events)
+        };
         let input = format!("{SHUTDOWN}\n{}\n{SHUTDOWN}\n", "z".repeat(10_000));
-        let items: Vec<Item> = collect(input.into_bytes(), options).into_iter().flat_map(|b| b.items).collect();
+        let items: Vec<Item> = collect(input.into_bytes(), options)
+            .into_iter()
+            .flat_map(|b| b.items)
+            .collect();
         assert_eq!(items.len(), 3);
         match &items[1] {
             Item::Invalid { line, error } => {
@@ -271,7 +317,8 @@ mod tests {
         let input = format!("{SHUTDOWN}\r\n{{\"protocol_version\":\"1.0\",\"type\":\"run_start\",\"ts\":1,\"prompt\":\"é😀\"}}\rtail").into_bytes();
         let (tx, rx) = sync_channel(1);
         let options = ReaderOptions::new(StreamKind::Events);
-        let handle = std::thread::spawn(move || read_stream(Chunked(input, 1, 0), &options, &mut { tx }));
+        let handle =
+            std::thread::spawn(move || read_stream(Chunked(input, 1, 0), &options, &mut { tx }));
         let items: Vec<Item> = rx.iter().flat_map(|b| b.items).collect();
         handle.join().unwrap();
         assert_eq!(items.len(), 3);
@@ -291,13 +338,19 @@ mod tests {
                 for i in 0..n {
                     out[i * line.len()..(i + 1) * line.len()].copy_from_slice(line.as_bytes());
                 }
-                self.0.fetch_add(n * line.len(), std::sync::atomic::Ordering::SeqCst);
+                self.0
+                    .fetch_add(n * line.len(), std::sync::atomic::Ordering::SeqCst);
                 Ok(n * line.len())
             }
         }
         let counter = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (tx, rx) = sync_channel(2);
-        let _reader = spawn_reader(Endless(counter.clone()), ReaderOptions::new(StreamKind::Events), tx).unwrap();
+        let _reader = spawn_reader(
+            Endless(counter.clone()),
+            ReaderOptions::new(StreamKind::Events),
+            tx,
+        )
+        .unwrap();
         let first = rx.recv().unwrap();
         assert!(!first.items.is_empty());
         // An unbounded reader would read gigabytes in this time; a bounded one
@@ -305,7 +358,10 @@ mod tests {
         // buffer. (A slow machine only makes the count smaller.)
         std::thread::sleep(std::time::Duration::from_millis(500));
         let read_while_stalled = counter.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(read_while_stalled <= 6 * 64 * 1024, "read {read_while_stalled} bytes while stalled");
+        assert!(
+            read_while_stalled <= 6 * 64 * 1024,
+            "read {read_while_stalled} bytes while stalled"
+        );
         drop(rx);
     }
 }

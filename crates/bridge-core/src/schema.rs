@@ -83,7 +83,9 @@ impl Shape {
     /// The index of the declared key equal to `key`.
     #[inline]
     pub fn field_index(&self, key: &[u8]) -> Option<usize> {
-        self.fields.iter().position(|f| bytes_eq(f.name.as_bytes(), key))
+        self.fields
+            .iter()
+            .position(|f| bytes_eq(f.name.as_bytes(), key))
     }
 
     /// Like [`field_index`](Self::field_index), trying `expected` first:
@@ -99,19 +101,37 @@ impl Shape {
 }
 
 const fn req(name: &'static str, ty: Ty) -> Field {
-    Field { name, ty, optional: false }
+    Field {
+        name,
+        ty,
+        optional: false,
+    }
 }
 
 const fn opt(name: &'static str, ty: Ty) -> Field {
-    Field { name, ty, optional: true }
+    Field {
+        name,
+        ty,
+        optional: true,
+    }
 }
 
 const fn open(fields: &'static [Field]) -> Shape {
-    Shape { fields, unknown_keys: UnknownKeys::Keep, rule: None, summary: None }
+    Shape {
+        fields,
+        unknown_keys: UnknownKeys::Keep,
+        rule: None,
+        summary: None,
+    }
 }
 
 const fn closed(fields: &'static [Field]) -> Shape {
-    Shape { fields, unknown_keys: UnknownKeys::Reject, rule: None, summary: None }
+    Shape {
+        fields,
+        unknown_keys: UnknownKeys::Reject,
+        rule: None,
+        summary: None,
+    }
 }
 
 const NULLABLE_STR: Ty = Ty::Nullable(&Ty::Str);
@@ -155,7 +175,10 @@ macro_rules! event {
 }
 
 static CONFIG_ERROR: Shape = closed(&[
-    req("code", Ty::Lit(&["invalid", "unsupported", "rejected", "internal"])),
+    req(
+        "code",
+        Ty::Lit(&["invalid", "unsupported", "rejected", "internal"]),
+    ),
     req("message", Ty::Str),
 ]);
 
@@ -281,7 +304,10 @@ static APPROVAL_REQUEST: Shape = open(&[
 /// The decision outcomes; the rule for resolved records reads the index.
 pub const OUTCOMES: [&str; 3] = ["allow", "deny", "require_approval"];
 static DECISION: Shape = Shape {
-    fields: &[req("outcome", Ty::Lit(&OUTCOMES)), req("reason", NULLABLE_STR)],
+    fields: &[
+        req("outcome", Ty::Lit(&OUTCOMES)),
+        req("reason", NULLABLE_STR),
+    ],
     unknown_keys: UnknownKeys::Keep,
     rule: None,
     summary: Some("outcome"),
@@ -346,10 +372,16 @@ macro_rules! payload {
 
 static MODEL_STREAM: Shape = payload!("model_stream", req("event", Ty::ModelEvent));
 static AGENT_START: Shape = payload!("agent_start", lineage);
-static AGENT_END: Shape =
-    payload!("agent_end", lineage, req("result", Ty::Nullable(&Ty::Object(&RESULT))));
-static LLM_START: Shape =
-    payload!("llm_start", lineage, req("messages", Ty::ArrayOf(&Ty::OpenObject)));
+static AGENT_END: Shape = payload!(
+    "agent_end",
+    lineage,
+    req("result", Ty::Nullable(&Ty::Object(&RESULT)))
+);
+static LLM_START: Shape = payload!(
+    "llm_start",
+    lineage,
+    req("messages", Ty::ArrayOf(&Ty::OpenObject))
+);
 static LLM_END: Shape = payload!("llm_end", lineage, req("response", Ty::Object(&RESPONSE)));
 static TOOL_START: Shape = payload!(
     "tool_start",
@@ -366,8 +398,7 @@ static TOOL_END: Shape = payload!(
     req("ok", Ty::Bool),
     req("error", Ty::Nullable(&Ty::Object(&TOOL_ERROR)))
 );
-static TOOL_APPROVAL: Shape =
-    payload!("tool_approval", req("event", Ty::Object(&APPROVAL_EVENT)));
+static TOOL_APPROVAL: Shape = payload!("tool_approval", req("event", Ty::Object(&APPROVAL_EVENT)));
 static HANDOFF_START: Shape = payload!(
     "handoff_start",
     lineage,
@@ -422,13 +453,24 @@ pub static UNKNOWN_KIND_PAYLOAD: Shape = Shape {
 // ---- commands (§4) -----------------------------------------------------------
 
 /// The command types, in reference order (`KNOWN_COMMAND_TYPES`).
-pub const COMMAND_TYPES: [&str; 6] = ["prompt", "approve", "cancel", "configure", "reset", "shutdown"];
+pub const COMMAND_TYPES: [&str; 6] = [
+    "prompt",
+    "approve",
+    "cancel",
+    "configure",
+    "reset",
+    "shutdown",
+];
 
 /// What each command needs so that the backend does what the host meant
 /// (§4.1, §4.2). Open: the backend ignores other keys, and so do we.
 pub static COMMAND_SHAPES: [&Shape; 6] = [
     &open(&[req("text", Ty::Str)]),
-    &open(&[req("id", Ty::Str), req("allowed", Ty::Bool), opt("reason", Ty::Str)]),
+    &open(&[
+        req("id", Ty::Str),
+        req("allowed", Ty::Bool),
+        opt("reason", Ty::Str),
+    ]),
     &open(&[]),
     &open(&[req("patch", Ty::OpenObject)]),
     &open(&[]),
@@ -471,7 +513,12 @@ mod tests {
         let mut shapes: Vec<&'static Shape> = Vec::new();
         shapes.extend(EVENT_SHAPES.iter().copied());
         shapes.extend(PAYLOAD_SHAPES.iter().copied());
-        shapes.extend([&MODEL_EVENT, &UNKNOWN_KIND_PAYLOAD, &APPROVAL_RECORD, &APPROVAL_REQUEST]);
+        shapes.extend([
+            &MODEL_EVENT,
+            &UNKNOWN_KIND_PAYLOAD,
+            &APPROVAL_RECORD,
+            &APPROVAL_REQUEST,
+        ]);
         shapes
     }
 

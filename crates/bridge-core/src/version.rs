@@ -14,8 +14,18 @@ pub fn is_supported_protocol_version(value: &str) -> bool {
         .strip_prefix("0x")
         .or_else(|| major.strip_prefix("0X"))
         .map(|d| (d, 16))
-        .or_else(|| major.strip_prefix("0o").or_else(|| major.strip_prefix("0O")).map(|d| (d, 8)))
-        .or_else(|| major.strip_prefix("0b").or_else(|| major.strip_prefix("0B")).map(|d| (d, 2)))
+        .or_else(|| {
+            major
+                .strip_prefix("0o")
+                .or_else(|| major.strip_prefix("0O"))
+                .map(|d| (d, 8))
+        })
+        .or_else(|| {
+            major
+                .strip_prefix("0b")
+                .or_else(|| major.strip_prefix("0B"))
+                .map(|d| (d, 2))
+        })
     {
         let (digits, radix) = digits;
         // Non-decimal literals: unsigned digits of the radix, value exactly 1.
@@ -46,9 +56,14 @@ pub fn is_supported_protocol_version(value: &str) -> bool {
 fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
-        '\u{9}' | '\u{A}' | '\u{B}' | '\u{C}' | '\u{D}' | ' ' | '\u{A0}' | '\u{1680}'
-            | '\u{2000}'..='\u{200A}'
-            | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}' | '\u{FEFF}'
+        '\u{9}' | '\u{A}' | '\u{B}' | '\u{C}' | '\u{D}' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
     )
 }
 
@@ -58,14 +73,32 @@ mod tests {
 
     #[test]
     fn accepts_the_spec_examples() {
-        for v in ["1.0", "1", "1.7", "1.0.3", "01.0", " 1.0", "+1.2", "1e0", "0x1.0", "10e-1", "\u{feff}1", "1\u{2028}.5", "0b1", "0o01"] {
+        for v in [
+            "1.0",
+            "1",
+            "1.7",
+            "1.0.3",
+            "01.0",
+            " 1.0",
+            "+1.2",
+            "1e0",
+            "0x1.0",
+            "10e-1",
+            "\u{feff}1",
+            "1\u{2028}.5",
+            "0b1",
+            "0o01",
+        ] {
             assert!(ok(v), "{v:?} should be accepted");
         }
     }
 
     #[test]
     fn rejects_the_spec_examples() {
-        for v in ["2.0", "0.9", "", "v1", "1abc", ".1", "-1", "-0x1", "0x", "1_0", "inf", "Infinity", "1e", "0x2", "1 1", "\u{85}1"] {
+        for v in [
+            "2.0", "0.9", "", "v1", "1abc", ".1", "-1", "-0x1", "0x", "1_0", "inf", "Infinity",
+            "1e", "0x2", "1 1", "\u{85}1",
+        ] {
             assert!(!ok(v), "{v:?} should be rejected");
         }
     }

@@ -25,13 +25,38 @@ fn non_json_inputs_are_invalid_json_with_a_syntax_description() {
     let bom = format!("\u{feff}{SHUTDOWN}");
     let two = format!("{SHUTDOWN}{SHUTDOWN}");
     let garbage = format!("{SHUTDOWN} x");
-    let cases = ["", "   ", "\t", &bom, "NaN", "Infinity", "-Infinity", &two, &garbage, "{\"a\":NaN}", "'x'", "{\"a\":1,}", "[1,]", "\"\\x\"", "01", "1.", "-", "\u{0}"];
+    let cases = [
+        "",
+        "   ",
+        "\t",
+        &bom,
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        &two,
+        &garbage,
+        "{\"a\":NaN}",
+        "'x'",
+        "{\"a\":1,}",
+        "[1,]",
+        "\"\\x\"",
+        "01",
+        "1.",
+        "-",
+        "\u{0}",
+    ];
     for line in cases {
         let m = message(line);
-        assert!(m.starts_with("Invalid JSON bridge event: SyntaxError: "), "{line:?}: {m}");
+        assert!(
+            m.starts_with("Invalid JSON bridge event: SyntaxError: "),
+            "{line:?}: {m}"
+        );
         assert_eq!(fields(line), Vec::<String>::new());
     }
-    assert_eq!(message(""), "Invalid JSON bridge event: SyntaxError: Unexpected end of JSON input");
+    assert_eq!(
+        message(""),
+        "Invalid JSON bridge event: SyntaxError: Unexpected end of JSON input"
+    );
     assert_eq!(
         message("not json"),
         "Invalid JSON bridge event: SyntaxError: Unexpected token 'o', \"not json\" is not valid JSON"
@@ -62,7 +87,13 @@ fn numbers_are_doubles_like_in_javascript() {
     assert!(validate_event_line(&run_complete("1e400")).is_ok());
     assert!(validate_event_line(&run_complete("[-1e999,{\"a\":1E+400}]")).is_ok());
     // -0, negative, huge integers and tiny values are finite numbers.
-    for ts in ["-0", "-5", "123456789012345678901234567890", "1e-400", "0.5E-3"] {
+    for ts in [
+        "-0",
+        "-5",
+        "123456789012345678901234567890",
+        "1e-400",
+        "0.5E-3",
+    ] {
         let line = format!(r#"{{"protocol_version":"1.0","type":"shutdown","ts":{ts}}}"#);
         assert!(validate_event_line(&line).is_ok(), "{ts}");
     }
@@ -70,11 +101,13 @@ fn numbers_are_doubles_like_in_javascript() {
 
 #[test]
 fn lone_surrogate_escapes_are_strings() {
-    let line = r#"{"protocol_version":"1.0","type":"run_start","ts":1,"prompt":"\ud800 and \udfff"}"#;
+    let line =
+        r#"{"protocol_version":"1.0","type":"run_start","ts":1,"prompt":"\ud800 and \udfff"}"#;
     assert_eq!(validate_event_line(line), Ok(EventType::RunStart));
     assert!(validate_event_line(&run_complete(r#"{"\udc00":"\ud83d"}"#)).is_ok());
     // A lone surrogate never equals a literal.
-    let line = r#"{"protocol_version":"1.0","type":"error","ts":1,"message":"m","scope":"run\ud800"}"#;
+    let line =
+        r#"{"protocol_version":"1.0","type":"error","ts":1,"message":"m","scope":"run\ud800"}"#;
     assert_eq!(fields(line), ["scope"]);
 }
 
@@ -89,7 +122,8 @@ fn duplicate_keys_resolve_last_wins() {
     // The last `type` decides the schema.
     let line = r#"{"protocol_version":"1.0","type":"run_start","ts":1,"type":"shutdown"}"#;
     assert!(validate_event_line(line).is_ok());
-    let line = r#"{"protocol_version":"1.0","type":"shutdown","ts":1,"prompt":"p","type":"run_start"}"#;
+    let line =
+        r#"{"protocol_version":"1.0","type":"shutdown","ts":1,"prompt":"p","type":"run_start"}"#;
     assert!(validate_event_line(line).is_ok());
     let line = r#"{"protocol_version":"2.0","protocol_version":"1.0","type":"shutdown","ts":1}"#;
     assert!(validate_event_line(line).is_ok());
@@ -123,14 +157,21 @@ fn special_key_names_are_ordinary_keys() {
     for key in ["__proto__", "constructor", "toString", "hasOwnProperty"] {
         let line = format!(r#"{{"protocol_version":"1.0","type":"shutdown","ts":1,"{key}":{{}}}}"#);
         assert_eq!(fields(&line), ["event"], "{key}");
-        let line = format!(r#"{{"protocol_version":"1.0","type":"run_event","ts":1,"event":{{"type":"x","payload":{{"{key}":1}},"{key}":null}}}}"#);
+        let line = format!(
+            r#"{{"protocol_version":"1.0","type":"run_event","ts":1,"event":{{"type":"x","payload":{{"{key}":1}},"{key}":null}}}}"#
+        );
         assert!(validate_event_line(&line).is_ok(), "{key}");
     }
     for kind in ["constructor", "toString", "__proto__"] {
-        let line = format!(r#"{{"protocol_version":"1.0","type":"run_event","ts":1,"event":{{"type":"{kind}","payload":{{"kind":"{kind}"}}}}}}"#);
+        let line = format!(
+            r#"{{"protocol_version":"1.0","type":"run_event","ts":1,"event":{{"type":"{kind}","payload":{{"kind":"{kind}"}}}}}}"#
+        );
         assert!(validate_event_line(&line).is_ok(), "{kind}");
         let line = format!(r#"{{"protocol_version":"1.0","type":"{kind}","ts":1}}"#);
-        assert_eq!(message(&line), format!("Unknown bridge event type: {kind}."));
+        assert_eq!(
+            message(&line),
+            format!("Unknown bridge event type: {kind}.")
+        );
     }
 }
 
@@ -165,10 +206,20 @@ fn a_large_line_decodes() {
 
 #[test]
 fn top_level_values_other_than_objects() {
-    for line in ["[]", "null", "1", "\"s\"", "true", "[{\"protocol_version\":\"1.0\"}]"] {
+    for line in [
+        "[]",
+        "null",
+        "1",
+        "\"s\"",
+        "true",
+        "[{\"protocol_version\":\"1.0\"}]",
+    ] {
         assert_eq!(
             validate_event_line(line),
-            Err(DecodeError::new("Bridge event must be a JSON object.", vec![]))
+            Err(DecodeError::new(
+                "Bridge event must be a JSON object.",
+                vec![]
+            ))
         );
     }
 }
@@ -191,7 +242,8 @@ fn model_events_of_unknown_kind_are_not_inspected() {
 
 #[test]
 fn control_characters_and_escapes_in_strings() {
-    let raw_tab = "{\"protocol_version\":\"1.0\",\"type\":\"run_start\",\"ts\":1,\"prompt\":\"a\tb\"}";
+    let raw_tab =
+        "{\"protocol_version\":\"1.0\",\"type\":\"run_start\",\"ts\":1,\"prompt\":\"a\tb\"}";
     assert!(message(raw_tab).contains("Bad control character"));
     let escaped = r#"{"protocol_version":"1.0","type":"run_start","ts":1,"prompt":"a\tb\n\"\\\/\b\f\r\u00e9"}"#;
     assert!(validate_event_line(escaped).is_ok());

@@ -5,7 +5,10 @@ use bridge_core::validate_event_line;
 use serde_json::Value;
 
 fn examples() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/protocol-examples.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/protocol-examples.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("fixture JSON")
 }
 
@@ -19,7 +22,10 @@ fn every_valid_example_decodes_to_its_type() {
         let parsed: Value = serde_json::from_str(line).unwrap();
         match validate_event_line(line) {
             Ok(t) => assert_eq!(t.as_str(), parsed["type"], "{}", example["name"]),
-            Err(e) => panic!("{}: {line}\n  rejected: {} {:?}", example["name"], e.message, e.fields),
+            Err(e) => panic!(
+                "{}: {line}\n  rejected: {} {:?}",
+                example["name"], e.message, e.fields
+            ),
         }
     }
 }
@@ -35,9 +41,19 @@ fn every_invalid_example_gives_the_reference_error() {
         let error = validate_event_line(line).expect_err(id);
         let expected = example["message"].as_str().unwrap();
         if example["messageIsPrefix"].as_bool().unwrap() {
-            assert!(error.message.starts_with(expected), "{id}: {}", error.message);
-            assert!(error.message.len() > expected.len() + "SyntaxError: ".len(), "{id}");
-            assert!(error.message[expected.len()..].starts_with("SyntaxError: "), "{id}");
+            assert!(
+                error.message.starts_with(expected),
+                "{id}: {}",
+                error.message
+            );
+            assert!(
+                error.message.len() > expected.len() + "SyntaxError: ".len(),
+                "{id}"
+            );
+            assert!(
+                error.message[expected.len()..].starts_with("SyntaxError: "),
+                "{id}"
+            );
         } else {
             assert_eq!(error.message, expected, "{id}");
         }

@@ -21,13 +21,20 @@ fn recorded_backend_output_validates() {
         for (i, line) in all.iter().enumerate() {
             let result = validate_event_line(line);
             if cut_last && i == all.len() - 1 {
-                assert!(result.is_err(), "{}: the cut line must not decode", path.display());
+                assert!(
+                    result.is_err(),
+                    "{}: the cut line must not decode",
+                    path.display()
+                );
             } else {
                 assert!(result.is_ok(), "{}:{}: {:?}", path.display(), i + 1, result);
                 lines += 1;
             }
         }
     }
-    assert!(files >= 20, "expected the recorded sessions, found {files} files");
+    assert!(
+        files >= 20,
+        "expected the recorded sessions, found {files} files"
+    );
     assert!(lines > 500, "only {lines} lines");
 }

@@ -22,9 +22,16 @@ fuzz_target!(|input: Input| {
             return;
         }
         Input::Prompt(text) => Command::Prompt { text },
-        Input::Approve(id, allowed, reason) => Command::Approve { id, allowed, reason },
+        Input::Approve(id, allowed, reason) => Command::Approve {
+            id,
+            allowed,
+            reason,
+        },
         Input::Configure(pairs) => Command::Configure {
-            patch: pairs.into_iter().map(|(k, v)| (k, serde_json::Value::from(v))).collect(),
+            patch: pairs
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::from(v)))
+                .collect(),
         },
         Input::Cancel => Command::Cancel,
     };
@@ -32,7 +39,10 @@ fuzz_target!(|input: Input| {
         Ok(frame) => {
             assert!(frame.ends_with('\n'));
             assert!(check_command_frame(frame.trim_end_matches('\n')).is_ok());
-            assert!(bridge_core::validate_event_line(frame.trim_end()).is_err(), "a command is not an event");
+            assert!(
+                bridge_core::validate_event_line(frame.trim_end()).is_err(),
+                "a command is not an event"
+            );
         }
         Err(error) => assert!(error.message.contains("code points"), "{}", error.message),
     }

@@ -8,7 +8,9 @@ use bridge_core::validate_event_line;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(line) = std::str::from_utf8(data) else { return };
+    let Ok(line) = std::str::from_utf8(data) else {
+        return;
+    };
     match validate_event_line(line) {
         Ok(_) => {
             // An accepted line is a JSON object.
@@ -17,7 +19,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Err(error) => {
-            let syntax = error.message.starts_with("Invalid JSON bridge event: SyntaxError: ");
+            let syntax = error
+                .message
+                .starts_with("Invalid JSON bridge event: SyntaxError: ");
             if syntax {
                 assert!(error.fields.is_empty());
                 assert!(
@@ -28,9 +32,15 @@ fuzz_target!(|data: &[u8]| {
             }
             if error.message.starts_with("Invalid bridge event payload: ") {
                 assert!(!error.fields.is_empty());
-                assert_eq!(error.message, format!("Invalid bridge event payload: {}.", error.fields.join(", ")));
+                assert_eq!(
+                    error.message,
+                    format!("Invalid bridge event payload: {}.", error.fields.join(", "))
+                );
                 let mut seen = std::collections::HashSet::new();
-                assert!(error.fields.iter().all(|f| seen.insert(f)), "duplicate paths");
+                assert!(
+                    error.fields.iter().all(|f| seen.insert(f)),
+                    "duplicate paths"
+                );
             }
         }
     }

@@ -27,8 +27,34 @@ struct Plan {
     ops: Vec<Op>,
 }
 
-const NAMES: [&str; 14] = ["type", "kind", "payload", "event", "ts", "protocol_version", "status", "final_decision", "record", "tool_call", "__proto__", "x", "ok", "config"];
-const KINDS: [&str; 10] = ["model_stream", "tool_end", "tool_approval", "run_event", "ready", "config", "text_delta", "resolved", "function", "unknown"];
+const NAMES: [&str; 14] = [
+    "type",
+    "kind",
+    "payload",
+    "event",
+    "ts",
+    "protocol_version",
+    "status",
+    "final_decision",
+    "record",
+    "tool_call",
+    "__proto__",
+    "x",
+    "ok",
+    "config",
+];
+const KINDS: [&str; 10] = [
+    "model_stream",
+    "tool_end",
+    "tool_approval",
+    "run_event",
+    "ready",
+    "config",
+    "text_delta",
+    "resolved",
+    "function",
+    "unknown",
+];
 
 fn value(choice: u8) -> Value {
     match choice % 8 {
@@ -49,7 +75,11 @@ fn object_pointers(value: &Value, at: String, out: &mut Vec<String>) {
         Value::Object(map) => {
             out.push(at.clone());
             for (k, v) in map {
-                object_pointers(v, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+                object_pointers(
+                    v,
+                    format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                    out,
+                );
             }
         }
         Value::Array(items) => {
@@ -63,7 +93,9 @@ fn object_pointers(value: &Value, at: String, out: &mut Vec<String>) {
 
 fuzz_target!(|plan: Plan| {
     let seeds: Vec<&str> = SEEDS.lines().filter(|l| !l.is_empty()).collect();
-    let Some(seed) = seeds.get(usize::from(plan.seed) % seeds.len().max(1)) else { return };
+    let Some(seed) = seeds.get(usize::from(plan.seed) % seeds.len().max(1)) else {
+        return;
+    };
     let mut root: Value = serde_json::from_str(seed).expect("seed");
     let mut duplicate: Option<(String, Value)> = None;
     for op in plan.ops.iter().take(8) {
@@ -89,17 +121,30 @@ fuzz_target!(|plan: Plan| {
             }
             Op::Add(at, choice) => {
                 if let Some(Value::Object(map)) = root.pointer_mut(&pick(*at)) {
-                    map.insert(NAMES[usize::from(*choice) % NAMES.len()].to_owned(), value(choice.rotate_left(3)));
+                    map.insert(
+                        NAMES[usize::from(*choice) % NAMES.len()].to_owned(),
+                        value(choice.rotate_left(3)),
+                    );
                 }
             }
             Op::SetKind(at, choice) => {
                 if let Some(Value::Object(map)) = root.pointer_mut(&pick(*at)) {
-                    let key = if map.contains_key("kind") { "kind" } else { "type" };
-                    map.insert(key.to_owned(), Value::from(KINDS[usize::from(*choice) % KINDS.len()]));
+                    let key = if map.contains_key("kind") {
+                        "kind"
+                    } else {
+                        "type"
+                    };
+                    map.insert(
+                        key.to_owned(),
+                        Value::from(KINDS[usize::from(*choice) % KINDS.len()]),
+                    );
                 }
             }
             Op::Duplicate(choice) => {
-                duplicate = Some((NAMES[usize::from(*choice) % NAMES.len()].to_owned(), value(*choice)));
+                duplicate = Some((
+                    NAMES[usize::from(*choice) % NAMES.len()].to_owned(),
+                    value(*choice),
+                ));
             }
         }
     }
@@ -107,12 +152,18 @@ fuzz_target!(|plan: Plan| {
     if let Some((key, value)) = duplicate {
         // A duplicate key at the top level, before the real one (last wins).
         if line.starts_with('{') && line.len() > 2 {
-            line.insert_str(1, &format!("{}:{},", serde_json::to_string(&key).unwrap(), value));
+            line.insert_str(
+                1,
+                &format!("{}:{},", serde_json::to_string(&key).unwrap(), value),
+            );
         }
     }
     let first = validate_event_line(&line);
     assert_eq!(first, validate_event_line(&line), "not deterministic");
     if let Err(error) = &first {
-        assert!(!error.message.starts_with("Invalid JSON"), "serde_json wrote invalid JSON? {line}");
+        assert!(
+            !error.message.starts_with("Invalid JSON"),
+            "serde_json wrote invalid JSON? {line}"
+        );
     }
 });

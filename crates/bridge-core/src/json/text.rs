@@ -62,7 +62,6 @@ pub struct TextCursor<'a> {
 
 type Result<T> = std::result::Result<T, SyntaxError>;
 
-
 impl<'a> TextCursor<'a> {
     pub fn new(text: &'a str) -> Self {
         Self::at(text, 0)
@@ -117,7 +116,10 @@ impl<'a> TextCursor<'a> {
     }
 
     fn end_of_input(&self) -> SyntaxError {
-        SyntaxError::new("Unexpected end of JSON input".to_owned(), self.utf16_position(self.src.len()))
+        SyntaxError::new(
+            "Unexpected end of JSON input".to_owned(),
+            self.utf16_position(self.src.len()),
+        )
     }
 
     /// `Unexpected token 'x', "…context…" is not valid JSON`, with V8's rule
@@ -367,7 +369,9 @@ impl<'a> JsonCursor for TextCursor<'a> {
                 }
                 // A value has ended: close containers until one expects more.
                 loop {
-                    let Some(&top) = stack.last() else { return Ok(()) };
+                    let Some(&top) = stack.last() else {
+                        return Ok(());
+                    };
                     let b = self.next_token()?;
                     if top == b'{' {
                         match b {
@@ -398,10 +402,8 @@ impl<'a> JsonCursor for TextCursor<'a> {
                                 stack.pop();
                             }
                             _ => {
-                                return Err(self.error_at(
-                                    "Expected ',' or ']' after array element",
-                                    self.pos,
-                                ))
+                                return Err(self
+                                    .error_at("Expected ',' or ']' after array element", self.pos))
                             }
                         }
                     }
@@ -556,8 +558,8 @@ fn find_string_special(src: &[u8], mut i: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{
-            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
-            _mm_set1_epi8, __m128i,
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8,
+            _mm_or_si128, _mm_set1_epi8,
         };
         // SAFETY: SSE2 is in the x86-64 baseline, and every 16-byte load
         // starts at `i` with `i + 16 <= src.len()`.
@@ -570,7 +572,10 @@ fn find_string_special(src: &[u8], mut i: usize) -> usize {
                 // A byte is a control character iff max(byte, 0x1F) == 0x1F (unsigned).
                 let control = _mm_cmpeq_epi8(_mm_max_epu8(chunk, below_space), below_space);
                 let hits = _mm_or_si128(
-                    _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)),
+                    _mm_or_si128(
+                        _mm_cmpeq_epi8(chunk, quote),
+                        _mm_cmpeq_epi8(chunk, backslash),
+                    ),
                     control,
                 );
                 let mask = _mm_movemask_epi8(hits) as u32;
@@ -619,7 +624,10 @@ pub fn decode_string_content(raw: &[u8]) -> (String, Option<u16>) {
         u16::from_str_radix(digits, 16).unwrap_or(0)
     };
     while i < raw.len() {
-        let plain_end = raw[i..].iter().position(|&b| b == b'\\').map_or(raw.len(), |p| i + p);
+        let plain_end = raw[i..]
+            .iter()
+            .position(|&b| b == b'\\')
+            .map_or(raw.len(), |p| i + p);
         out.push_str(&String::from_utf8_lossy(&raw[i..plain_end]));
         i = plain_end;
         if i >= raw.len() {
@@ -646,12 +654,16 @@ pub fn decode_string_content(raw: &[u8]) -> (String, Option<u16>) {
         i += 4;
         match unit {
             0xD800..=0xDBFF => {
-                let low = (raw.get(i) == Some(&b'\\') && raw.get(i + 1) == Some(&b'u') && i + 6 <= raw.len())
-                    .then(|| hex4(i + 2))
-                    .filter(|u| (0xDC00..=0xDFFF).contains(u));
+                let low = (raw.get(i) == Some(&b'\\')
+                    && raw.get(i + 1) == Some(&b'u')
+                    && i + 6 <= raw.len())
+                .then(|| hex4(i + 2))
+                .filter(|u| (0xDC00..=0xDFFF).contains(u));
                 match low {
                     Some(low) => {
-                        let c = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                        let c = 0x10000
+                            + ((u32::from(unit) - 0xD800) << 10)
+                            + (u32::from(low) - 0xDC00);
                         out.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
                         i += 6;
                     }
