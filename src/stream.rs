@@ -213,6 +213,20 @@ impl StreamReader {
         Ok(())
     }
 
+    /// Starts the reader on chunks pushed from JavaScript.
+    fn start_pushed(&mut self) -> Result<()> {
+        let (sender, receiver) = channel();
+        let source = PushedChunks {
+            receiver,
+            current: None,
+            offset: 0,
+            queued: self.queued.clone(),
+        };
+        self.start(source)?;
+        self.chunks = Some(sender);
+        Ok(())
+    }
+
     /// Creates an OS pipe, starts reading its read end, and returns the
     /// write end's file descriptor for `spawn`'s `stdio`. Call
     /// `closePipeWriter()` once the child has been spawned.
@@ -247,15 +261,7 @@ impl StreamReader {
     #[napi(catch_unwind)]
     pub fn push(&mut self, chunk: Buffer) -> Result<u32> {
         if self.chunks.is_none() {
-            let (sender, receiver) = channel();
-            let source = PushedChunks {
-                receiver,
-                current: None,
-                offset: 0,
-                queued: self.queued.clone(),
-            };
-            self.start(source)?;
-            self.chunks = Some(sender);
+            self.start_pushed()?;
         }
         let length = chunk.len();
         if let Some(chunks) = &self.chunks {
@@ -278,16 +284,9 @@ impl StreamReader {
     #[napi(catch_unwind)]
     pub fn end(&mut self) -> Result<()> {
         if !self.started {
-            let (sender, receiver) = channel::<Buffer>();
-            drop(sender);
-            let source = PushedChunks {
-                receiver,
-                current: None,
-                offset: 0,
-                queued: self.queued.clone(),
-            };
-            self.start(source)?;
+            self.start_pushed()?;
         }
+        // Dropping the sender is the end of the stream for the reader.
         self.chunks = None;
         Ok(())
     }
