@@ -25,6 +25,13 @@ export interface BridgeProcessOptions extends LineReaderOptions {
    * (default `true`). The hook is removed once the child has exited.
    */
   killOnHostExit?: boolean;
+  /**
+   * After the child has exited, how long its output may stay silent before
+   * `onExit` comes anyway (default 1000 ms). A tool's background process that
+   * inherited the pipes can hold them open for ever; while output keeps
+   * arriving, `onExit` keeps waiting for it.
+   */
+  exitDrainMs?: number;
 }
 
 /** A Python AgentLane backend, run with `uv` in its project (§9.4). */
@@ -113,8 +120,22 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   const finish = () => {
     if (finished || !closed || !stdoutDone || !stderrDone) return;
     finished = true;
+    clearTimeout(drainTimer);
     disposeWiring();
     callbacks.onExit?.(closed.code, closed.signal);
+  };
+
+  // Once the child has exited, its output gets `exitDrainMs` of silence at
+  // most: a grandchild holding the pipes must not delay onExit for ever.
+  let drainTimer: ReturnType<typeof setTimeout> | undefined;
+  const armDrain = () => {
+    if (!closed || finished) return;
+    clearTimeout(drainTimer);
+    drainTimer = setTimeout(() => {
+      stdoutDone = true;
+      stderrDone = true;
+      finish();
+    }, options.exitDrainMs ?? 1000);
   };
 
   let child: ChildProcess;
@@ -127,8 +148,8 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
       else stderrDone = true;
       finish();
     };
-    const stdout = createLineReader("events", callbacks, options, streamEnded("stdout"));
-    const stderr = createLineReader("text", callbacks, options, streamEnded("stderr"));
+    const stdout = createLineReader("events", callbacks, options, streamEnded("stdout"), armDrain);
+    const stderr = createLineReader("text", callbacks, options, streamEnded("stderr"), armDrain);
     readers.push(stdout, stderr);
     const stdoutFd = stdout.reader.openPipe();
     const stderrFd = stderr.reader.openPipe();
@@ -162,6 +183,7 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     releaseGuard();
     closed = { code, signal };
     finish();
+    armDrain();
   });
   return child;
 }

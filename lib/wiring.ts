@@ -37,6 +37,8 @@ export const DEFAULT_MAX_LINE_BYTES = 256 * 1024 * 1024;
 
 /** Pushed bytes waiting for the reader above which a source stream is paused. */
 const PAUSE_ABOVE_BYTES = 8 * 1024 * 1024;
+/** How often a paused source checks whether the reader has caught up. */
+const RESUME_CHECK_MS = 2;
 
 /**
  * Delivers a batch of stdout lines: events to `onEvent`, failures to
@@ -136,7 +138,10 @@ export function createLineReader(
 
 /**
  * Feeds a Node stream into a native reader (push mode), pausing the stream
- * while the reader is more than a few megabytes behind.
+ * while the reader is more than a few megabytes behind. The pause ends when
+ * the reader has taken the bytes, checked on a short timer: not when a batch
+ * arrives, because a long line gives no batch until its end, which may be in
+ * the paused stream.
  */
 function wireStream(
   stream: Readable,
@@ -144,18 +149,21 @@ function wireStream(
   callbacks: BridgeProcessCallbacks,
   options: LineReaderOptions,
 ): () => void {
-  let paused = false;
-  const lineReader = createLineReader(kind, callbacks, options, () => {}, () => {
-    if (paused && lineReader.reader.queuedBytes() < PAUSE_ABOVE_BYTES / 2) {
-      paused = false;
+  let resumeTimer: ReturnType<typeof setTimeout> | undefined;
+  const lineReader = createLineReader(kind, callbacks, options, () => {});
+  const resumeWhenCaughtUp = () => {
+    if (lineReader.reader.queuedBytes() < PAUSE_ABOVE_BYTES / 2) {
+      resumeTimer = undefined;
       stream.resume();
+    } else {
+      resumeTimer = setTimeout(resumeWhenCaughtUp, RESUME_CHECK_MS);
     }
-  });
+  };
   const onData = (chunk: Buffer | string) => {
     const queued = lineReader.reader.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
-    if (queued > PAUSE_ABOVE_BYTES && !paused) {
-      paused = true;
+    if (queued > PAUSE_ABOVE_BYTES && resumeTimer === undefined) {
       stream.pause();
+      resumeTimer = setTimeout(resumeWhenCaughtUp, RESUME_CHECK_MS);
     }
   };
   const onEnd = () => lineReader.reader.end();
@@ -164,6 +172,7 @@ function wireStream(
   stream.once("error", onEnd);
   stream.once("close", onEnd);
   return () => {
+    clearTimeout(resumeTimer);
     stream.off("data", onData);
     stream.off("end", onEnd);
     stream.off("error", onEnd);
