@@ -346,6 +346,35 @@ describe.runIf(linux)("a buggy tool: a grandchild that inherited the backend's s
   });
 });
 
+describe.runIf(linux)("a grandchild holding the pipes does not keep the host alive", () => {
+  it("a host exits by itself after onExit, while the grandchild still runs", async () => {
+    const ready = JSON.stringify({ protocol_version: "1.0", type: "ready", ts: 1, version: "0", package: "x", metadata: {} });
+    // The backend starts a 30 s sleep that inherits stdout and stderr, reports its pid, and exits.
+    const backend = `echo '${ready}'; sleep 30 & echo "grandchild $!" >&2; exit 0`;
+    const script = `
+      const { spawnBridgeProcess } = require(${JSON.stringify(join(repoRoot, "dist", "index.js"))});
+      spawnBridgeProcess({ command: "sh", args: ["-c", ${JSON.stringify(backend)}] }, {
+        onEvent: (e) => console.log("event " + e.type),
+        onStderr: (line) => console.log(line),
+        onExit: (code, signal) => console.log("exit " + code + " " + signal),
+      });`;
+    const host = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    host.stdout!.on("data", (chunk) => (out += chunk));
+    const code = await new Promise((resolve) => host.on("close", resolve));
+    const grandchild = Number(/grandchild (\d+)/.exec(out)?.[1]);
+    try {
+      expect(code).toBe(0);
+      expect(out).toMatch(/^event ready\n/);
+      expect(out.trim().split("\n").at(-1)).toBe("exit 0 null");
+      // The host exited while the grandchild still holds the pipes.
+      expect(existsSync(`/proc/${grandchild}`)).toBe(true);
+    } finally {
+      if (grandchild > 0) process.kill(grandchild, "SIGKILL");
+    }
+  });
+});
+
 describe.runIf(linux)("the host going away without shutdown", () => {
   /** Starts fault-host.js, returns it and the backend's pid once ready. */
   async function killableHost(backend: "fault" | "python"): Promise<{ host: ChildProcess; pid: number }> {

@@ -17,7 +17,7 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bridge_core::reader::{
     spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind,
@@ -81,7 +81,7 @@ impl ToNapiValue for DecodeErrorValue {
 
 /// Forwards batches to JavaScript; `false` once the consumer is gone.
 struct JsSink {
-    callback: BatchCallback,
+    callback: Arc<BatchCallback>,
     disposed: Arc<AtomicBool>,
 }
 
@@ -138,6 +138,8 @@ impl Read for PushedChunks {
 pub struct StreamReader {
     options: ReaderOptions,
     callback: Option<BatchCallback>,
+    /// The reader thread's function, while it runs.
+    running: Weak<BatchCallback>,
     disposed: Arc<AtomicBool>,
     /// Push mode: where chunks go, and how many bytes wait to be read.
     chunks: Option<Sender<Buffer>>,
@@ -188,6 +190,7 @@ impl StreamReader {
                 ..ReaderOptions::new(kind)
             },
             callback: Some(callback),
+            running: Weak::new(),
             disposed: Arc::new(AtomicBool::new(false)),
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
@@ -200,10 +203,14 @@ impl StreamReader {
         if self.started {
             return Err(Error::from_reason("The reader has already started."));
         }
-        let callback = self
-            .callback
-            .take()
-            .ok_or_else(|| Error::from_reason("The reader was disposed."))?;
+        let callback = Arc::new(
+            self.callback
+                .take()
+                .ok_or_else(|| Error::from_reason("The reader was disposed."))?,
+        );
+        // Only the reader thread owns the thread-safe function, so that it is
+        // released when reading ends; `dispose` may still reach it.
+        self.running = Arc::downgrade(&callback);
         self.started = true;
         let sink = JsSink {
             callback,
@@ -291,13 +298,21 @@ impl StreamReader {
         Ok(())
     }
 
-    /// Stops delivering batches. The callback is not called again.
+    /// Stops delivering batches. The callback is not called again, and the
+    /// reader no longer keeps the event loop alive: a reader thread still
+    /// blocked on a pipe that a grandchild holds open must not keep the host
+    /// process from exiting.
     #[napi(catch_unwind)]
-    pub fn dispose(&mut self) {
+    pub fn dispose(&mut self, env: Env) -> Result<()> {
         self.disposed.store(true, Ordering::Release);
         self.callback = None;
+        if let Some(callback) = self.running.upgrade() {
+            // Holding `callback` keeps the function alive during the call.
+            check_status!(unsafe { sys::napi_unref_threadsafe_function(env.raw(), callback.raw()) })?;
+        }
         self.chunks = None;
         self.pipe_writer = None;
+        Ok(())
     }
 }
 
