@@ -49,7 +49,12 @@ export declare class StreamReader {
    * the last batch.
    */
   end(): void
-  /** Stops delivering batches. The callback is not called again. */
+  /**
+   * Stops delivering batches. The callback is not called again, and the
+   * reader no longer keeps the event loop alive: a reader thread still
+   * blocked on a pipe that a grandchild holds open must not keep the host
+   * process from exiting.
+   */
   dispose(): void
 }
 
