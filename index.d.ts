@@ -42,6 +42,12 @@ export declare class StreamReader {
    * be read, so that the caller can pause its source when it is large.
    */
   push(chunk: Buffer): number
+  /**
+   * Lets the reader deliver its next batch. The TypeScript layer calls it
+   * from `setImmediate` after handling a batch, so that other work gets a
+   * turn of the event loop between batches.
+   */
+  ack(): void
   /** Bytes pushed but not read yet. */
   queuedBytes(): number
   /**

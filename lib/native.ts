@@ -9,14 +9,21 @@ export interface NativeStreamReader {
   openPipe(): number;
   closePipeWriter(): void;
   push(chunk: Buffer): number;
+  ack(): void;
   queuedBytes(): number;
   end(): void;
   dispose(): void;
 }
 
-/** Arguments of a reader's batch callback, see `StreamReader` in `index.d.ts`. */
+/**
+ * A reader's batch callback (src/stream.rs). `kinds` has one character per
+ * part: `E` the JSON array text of consecutive valid events, `B` one large
+ * valid event line, `I` one invalid line (its error at the same index of
+ * `errors`), `T` one stderr line.
+ */
 export type BatchCallback = (
-  lines: string[],
+  kinds: string,
+  parts: string[],
   errors: (BridgeDecodeError | null)[] | null,
   done: boolean,
   failure: string | null,

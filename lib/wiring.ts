@@ -40,31 +40,49 @@ const PAUSE_ABOVE_BYTES = 8 * 1024 * 1024;
 /** How often a paused source checks whether the reader has caught up. */
 const RESUME_CHECK_MS = 2;
 
+const EVENTS = 0x45; // "E"
+const EVENT = 0x42; // "B"
+const INVALID = 0x49; // "I"
+
 /**
- * Delivers a batch of stdout lines: events to `onEvent`, failures to
- * `onDecodeError` then `onInvalidLine`. A callback that throws does not cost
- * the rest of the batch: the first exception is rethrown after it.
+ * Delivers a batch of stdout parts: events to `onEvent`, failures to
+ * `onDecodeError` then `onInvalidLine`, in stream order. A run of valid
+ * events comes as the text of one JSON array, parsed once. A callback that
+ * throws does not cost the rest of the batch: the first exception is
+ * rethrown after it.
  */
 export function deliverEventBatch(
   callbacks: BridgeProcessCallbacks,
-  lines: string[],
+  kinds: string,
+  parts: string[],
   errors: (BridgeDecodeError | null)[] | null,
 ): void {
   let thrown: { error: unknown } | undefined;
-  for (let i = 0; i < lines.length; i++) {
+  const emit = (event: BridgeEvent) => {
     try {
-      const error = errors === null ? null : errors[i];
-      if (error === null) {
-        let event: BridgeEvent;
-        try {
-          event = JSON.parse(lines[i]) as BridgeEvent;
-        } catch (cause) {
-          reportInvalid(callbacks, unexpected(cause), lines[i]);
-          continue;
-        }
-        callbacks.onEvent(event);
-      } else {
-        reportInvalid(callbacks, error, lines[i]);
+      callbacks.onEvent(event);
+    } catch (error) {
+      thrown ??= { error };
+    }
+  };
+  for (let i = 0; i < parts.length; i++) {
+    const kind = kinds.charCodeAt(i);
+    try {
+      if (kind === INVALID) {
+        reportInvalid(callbacks, errors![i]!, parts[i]);
+        continue;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(parts[i]);
+      } catch (cause) {
+        reportInvalid(callbacks, unexpected(cause), parts[i]);
+        continue;
+      }
+      if (kind === EVENTS) {
+        for (const event of parsed as BridgeEvent[]) emit(event);
+      } else if (kind === EVENT) {
+        emit(parsed as BridgeEvent);
       }
     } catch (error) {
       thrown ??= { error };
@@ -84,10 +102,11 @@ function unexpected(cause: unknown): BridgeDecodeError {
   return new BridgeDecodeError(`Unexpected bridge decode failure: ${text}`);
 }
 
-function deliverTextBatch(onStderr: ((line: string) => void) | undefined, lines: string[]): void {
+/** Delivers stderr lines, one part each. */
+function deliverTextBatch(onStderr: ((line: string) => void) | undefined, parts: string[]): void {
   if (!onStderr) return;
   let thrown: { error: unknown } | undefined;
-  for (const line of lines) {
+  for (const line of parts) {
     try {
       onStderr(line);
     } catch (error) {
@@ -116,12 +135,18 @@ export function createLineReader(
   afterBatch?: () => void,
 ): LineReader {
   let disposed = false;
-  const reader = new native.StreamReader(kind, options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES, (lines, errors, done, failure) => {
+  // The reader waits for this before its next batch: one event-loop turn
+  // between batches, so bursts never starve timers and I/O.
+  const ack = () => {
+    if (!disposed) reader.ack();
+  };
+  const reader = new native.StreamReader(kind, options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES, (kinds, parts, errors, done, failure) => {
     if (disposed) return;
     try {
-      if (kind === "events") deliverEventBatch(callbacks, lines, errors);
-      else deliverTextBatch(callbacks.onStderr, lines);
+      if (kind === "events") deliverEventBatch(callbacks, kinds, parts, errors);
+      else deliverTextBatch(callbacks.onStderr, parts);
     } finally {
+      if (!done) setImmediate(ack);
       afterBatch?.();
       if (done && !disposed) onDone(failure);
     }

@@ -1,6 +1,6 @@
 //! Off-thread stream decoding for JavaScript: the core's reader on its own
 //! thread, delivering ordered batches to a JavaScript callback through a
-//! bounded thread-safe function.
+//! thread-safe function.
 //!
 //! Two ways to feed a reader:
 //! - **pipe**: `openPipe()` creates an OS pipe and hands JavaScript the write
@@ -11,13 +11,22 @@
 //!   streams in tests, Windows pipes); the buffers are read off-thread
 //!   without a copy.
 //!
-//! The JavaScript thread's work per line is only creating the string; the
-//! TypeScript layer then `JSON.parse`s it.
+//! The JavaScript thread's work is one string and one `JSON.parse` per run
+//! of consecutive valid events: the reader thread joins them into the text
+//! of a JSON array, which parses to exactly the objects the lines parse to
+//! (they are valid JSON values). Per-line strings, arrays and frees (which
+//! cost more than parsing a small event) stay off the JavaScript thread.
+//!
+//! One batch at a time: the reader thread waits for `ack()`, which the
+//! TypeScript layer calls from `setImmediate` after handling a batch, so a
+//! burst of output never keeps timers and I/O waiting (Node runs queued
+//! thread-safe calls back to back in one loop turn), and a JavaScript thread
+//! that falls behind stops the reader (backpressure).
 
 use std::io::Read;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use bridge_core::reader::{
     spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind,
@@ -26,41 +35,42 @@ use bridge_core::DecodeError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{check_status, sys, Status};
-
-use crate::external::LineText;
 use napi_derive::napi;
 
-/// Batches waiting for the JavaScript thread, per reader. When they are all
-/// taken the reader thread blocks, and stops reading: backpressure.
-const QUEUED_BATCHES: usize = 4;
+use crate::external::{LineText, EXTERNAL_FROM_BYTES};
 
-/// The callback's arguments: lines, decode errors at the same indices (or
-/// `null` when the batch has none), whether the stream ended, and why
-/// reading failed, if it did.
+/// Part kinds, one character per part in the callback's `kinds` string.
+const EVENTS: char = 'E'; // the JSON array text of consecutive valid events
+const EVENT: char = 'B'; // one large valid event line
+const INVALID: char = 'I'; // one invalid line; its error at the same index
+const TEXT: char = 'T'; // one stderr line
+
+/// The callback's arguments: part kinds, part texts, decode errors at the
+/// same indices (or `null` when the batch has none), whether the stream
+/// ended, and why reading failed, if it did.
 type BatchArgs = FnArgs<(
-    Lines,
+    String,
+    Parts,
     Option<Vec<Option<DecodeErrorValue>>>,
     bool,
     Option<String>,
 )>;
-type BatchCallback =
-    ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, QUEUED_BATCHES>;
+type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, 1>;
 
-/// A batch made ready for JavaScript on the reader thread: large lines are
-/// already in the form V8 can take without a copy (see `external.rs`).
+/// A batch made ready for JavaScript on the reader thread.
 pub struct Prepared(BatchArgs);
 
-/// The lines of a batch, becoming a JavaScript array of strings.
-pub struct Lines(Vec<LineText>);
+/// The texts of a batch's parts, becoming a JavaScript array of strings.
+pub struct Parts(Vec<LineText>);
 
-impl ToNapiValue for Lines {
+impl ToNapiValue for Parts {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
         let mut array = std::ptr::null_mut();
         check_status!(unsafe {
             sys::napi_create_array_with_length(env, value.0.len(), &mut array)
         })?;
-        for (index, line) in value.0.into_iter().enumerate() {
-            let string = line.into_js(env)?;
+        for (index, part) in value.0.into_iter().enumerate() {
+            let string = part.into_js(env)?;
             check_status!(unsafe { sys::napi_set_element(env, array, index as u32, string) })?;
         }
         Ok(array)
@@ -79,21 +89,49 @@ impl ToNapiValue for DecodeErrorValue {
     }
 }
 
+/// Whether the JavaScript thread may take the next batch (it has
+/// acknowledged the previous one), or the reader was disposed.
+struct Turn {
+    state: Mutex<(bool, bool)>, // (may deliver, disposed)
+    changed: Condvar,
+}
+
+impl Turn {
+    fn new() -> Self {
+        Turn { state: Mutex::new((true, false)), changed: Condvar::new() }
+    }
+
+    /// Waits for the JavaScript thread's turn; `false` once disposed.
+    fn take(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while !state.0 && !state.1 {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.0 = false;
+        !state.1
+    }
+
+    fn give(&self, disposed: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0 = true;
+        state.1 |= disposed;
+        self.changed.notify_all();
+    }
+}
+
 /// Forwards batches to JavaScript; `false` once the consumer is gone.
 struct JsSink {
     callback: Arc<BatchCallback>,
-    disposed: Arc<AtomicBool>,
+    turn: Arc<Turn>,
 }
 
 impl BatchSink for JsSink {
     fn deliver(&mut self, batch: Batch) -> bool {
-        if self.disposed.load(Ordering::Acquire) {
+        let prepared = Prepared(batch_args(batch));
+        if !self.turn.take() {
             return false;
         }
-        self.callback.call(
-            Prepared(batch_args(batch)),
-            ThreadsafeFunctionCallMode::Blocking,
-        ) == Status::Ok
+        self.callback.call(prepared, ThreadsafeFunctionCallMode::Blocking) == Status::Ok
     }
 }
 
@@ -140,7 +178,7 @@ pub struct StreamReader {
     callback: Option<BatchCallback>,
     /// The reader thread's function, while it runs.
     running: Weak<BatchCallback>,
-    disposed: Arc<AtomicBool>,
+    turn: Arc<Turn>,
     /// Push mode: where chunks go, and how many bytes wait to be read.
     chunks: Option<Sender<Buffer>>,
     queued: Arc<AtomicUsize>,
@@ -182,7 +220,7 @@ impl StreamReader {
         }
         let callback = on_batch
             .build_threadsafe_function::<Prepared>()
-            .max_queue_size::<QUEUED_BATCHES>()
+            .max_queue_size::<1>()
             .build_callback(|context| Ok(context.value.0))?;
         Ok(StreamReader {
             options: ReaderOptions {
@@ -191,7 +229,7 @@ impl StreamReader {
             },
             callback: Some(callback),
             running: Weak::new(),
-            disposed: Arc::new(AtomicBool::new(false)),
+            turn: Arc::new(Turn::new()),
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
             pipe_writer: None,
@@ -214,7 +252,7 @@ impl StreamReader {
         self.started = true;
         let sink = JsSink {
             callback,
-            disposed: self.disposed.clone(),
+            turn: self.turn.clone(),
         };
         spawn_reader(source, self.options.clone(), sink)?;
         Ok(())
@@ -280,6 +318,14 @@ impl StreamReader {
         Ok(self.queued_bytes())
     }
 
+    /// Lets the reader deliver its next batch. The TypeScript layer calls it
+    /// from `setImmediate` after handling a batch, so that other work gets a
+    /// turn of the event loop between batches.
+    #[napi(catch_unwind)]
+    pub fn ack(&self) {
+        self.turn.give(false);
+    }
+
     /// Bytes pushed but not read yet.
     #[napi]
     pub fn queued_bytes(&self) -> u32 {
@@ -304,7 +350,7 @@ impl StreamReader {
     /// process from exiting.
     #[napi(catch_unwind)]
     pub fn dispose(&mut self, env: Env) -> Result<()> {
-        self.disposed.store(true, Ordering::Release);
+        self.turn.give(true);
         self.callback = None;
         if let Some(callback) = self.running.upgrade() {
             // Holding `callback` keeps the function alive during the call.
@@ -316,28 +362,60 @@ impl StreamReader {
     }
 }
 
+/// Turns a batch into parts, on the reader thread: runs of small valid
+/// events become one JSON array text.
 fn batch_args(batch: Batch) -> BatchArgs {
-    let mut lines = Vec::with_capacity(batch.items.len());
-    let mut errors: Option<Vec<Option<DecodeErrorValue>>> = None;
-    let count = batch.items.len();
-    for (index, item) in batch.items.into_iter().enumerate() {
+    let mut kinds = String::new();
+    let mut parts = Vec::new();
+    let mut errors: Vec<Option<DecodeErrorValue>> = Vec::new();
+    // The run being joined: its text, and how many lines it holds.
+    let mut run = String::new();
+    let mut run_lines = 0usize;
+    let close_run = |kinds: &mut String, parts: &mut Vec<LineText>, run: &mut String, run_lines: &mut usize| {
+        if *run_lines > 0 {
+            run.push(']');
+            kinds.push(EVENTS);
+            parts.push(LineText::prepare(std::mem::take(run)));
+            *run_lines = 0;
+        }
+    };
+    for item in batch.items {
         match item {
-            Item::Event { line, .. } | Item::Text(line) => lines.push(LineText::prepare(line)),
+            Item::Event { line, .. } if line.len() < EXTERNAL_FROM_BYTES => {
+                run.push(if run_lines == 0 { '[' } else { ',' });
+                run.push_str(&line);
+                run_lines += 1;
+            }
+            // stderr lines stay separate strings: slices of a joined text
+            // would keep the whole batch alive for as long as an
+            // application keeps one line.
+            Item::Text(line) => {
+                kinds.push(TEXT);
+                parts.push(LineText::prepare(line));
+            }
+            Item::Event { line, .. } => {
+                close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
+                kinds.push(EVENT);
+                parts.push(LineText::prepare(line));
+            }
             Item::Invalid { line, error } => {
-                lines.push(LineText::prepare(line));
-                let errors = errors.get_or_insert_with(|| {
-                    let mut all = Vec::with_capacity(count);
-                    all.resize_with(count, || None);
-                    all
-                });
-                errors[index] = Some(DecodeErrorValue(error));
+                close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
+                errors.resize_with(parts.len(), || None);
+                errors.push(Some(DecodeErrorValue(error)));
+                kinds.push(INVALID);
+                parts.push(LineText::prepare(line));
             }
         }
     }
+    close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
+    let errors = (!errors.is_empty()).then(|| {
+        errors.resize_with(parts.len(), || None);
+        errors
+    });
     let (done, failure) = match batch.end {
         None => (false, None),
         Some(StreamEnd::Eof) => (true, None),
         Some(StreamEnd::Failed(error)) => (true, Some(error.to_string())),
     };
-    FnArgs::from((Lines(lines), errors, done, failure))
+    FnArgs::from((kinds, Parts(parts), errors, done, failure))
 }

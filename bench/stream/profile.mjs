@@ -1,11 +1,17 @@
 // Profiling aid for bench/stream.mjs: runs one host on one input a few
-// times, with no other contender, and counts the batches ours delivers.
+// times, with no other contender. For ours it also counts the batches
+// delivered and the event-loop turns they took.
 //
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/stream/profile.mjs small ours
 //   node bench/stream/cpuprofile-summary.mjs /tmp/prof/*.cpuprofile
+//   perf record -F 2000 --call-graph dwarf -- node bench/stream/profile.mjs small ours
 //
-// input: small (100,000 small events), nested10 / string10 (one 10 MB
-// line), string50 / nested50 (one 50 MB line); host: ours | baseline.
+// input: small (100,000 small events), small400k (400,000 small events),
+// nested10 / string10 (one 10 MB line), nested50 / string50 (one 50 MB
+// line); host: ours | baseline | parse (bare JSON.parse of the same lines in
+// process, after a forced GC when run with --expose-gc). The V8 CPU profile
+// counts native work that runs before any JavaScript frame in a callback
+// (e.g. creating the batch's strings) as "(idle)"; perf shows it.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -23,6 +29,7 @@ const WRITER = fileURLToPath(new URL("./writer.mjs", import.meta.url));
 const [input = "small", host = "ours", runsArg = "5"] = process.argv.slice(2);
 const inputs = {
   small: () => smallStream(100_000),
+  small400k: () => smallStream(400_000),
   nested10: () => [toolEnd(nestedResult(10 << 20))],
   string10: () => [toolEnd("x".repeat(10 << 20))],
   string50: () => [toolEnd("x".repeat(50 << 20))],
@@ -38,6 +45,17 @@ function ours() {
     let events = 0;
     let batches = 0;
     let inBatch = false;
+    // Event-loop turns, counted by a setImmediate chain, and the batches
+    // delivered in each: Node-API dispatches queued thread-safe-function
+    // calls back to back (up to 1000 per turn), so a burst can take one turn.
+    let turn = 0;
+    let alive = true;
+    const batchesPerTurn = new Map();
+    const tick = () => {
+      turn++;
+      if (alive) setImmediate(tick);
+    };
+    setImmediate(tick);
     spawnBridgeProcess(
       { command: process.execPath, args: [WRITER, path] },
       {
@@ -48,10 +66,15 @@ function ours() {
           if (!inBatch) {
             inBatch = true;
             batches++;
+            batchesPerTurn.set(turn, (batchesPerTurn.get(turn) ?? 0) + 1);
             queueMicrotask(() => (inBatch = false));
           }
         },
-        onExit: () => resolve({ events, batches }),
+        onExit: () => {
+          alive = false;
+          const mostInOneTurn = Math.max(...batchesPerTurn.values());
+          resolve({ events, batches, turnsWithBatches: batchesPerTurn.size, mostBatchesInOneTurn: mostInOneTurn });
+        },
       },
     );
   });
@@ -73,10 +96,17 @@ function baseline() {
   });
 }
 
+function parse() {
+  globalThis.gc?.();
+  for (const line of lines) JSON.parse(line);
+  return { events: lines.length };
+}
+
+const hosts = { ours, baseline, parse };
 try {
   for (let i = 0; i < Number(runsArg); i++) {
     const start = performance.now();
-    const result = await (host === "ours" ? ours() : baseline());
+    const result = await hosts[host]();
     console.log(`${host} ${input}: ${(performance.now() - start).toFixed(1)} ms`, result);
   }
 } finally {
