@@ -17,11 +17,11 @@
 //! (they are valid JSON values). Per-line strings, arrays and frees (which
 //! cost more than parsing a small event) stay off the JavaScript thread.
 //!
-//! One batch at a time: the reader thread waits for `ack()`, which the
-//! TypeScript layer calls from `setImmediate` after handling a batch, so a
-//! burst of output never keeps timers and I/O waiting (Node runs queued
-//! thread-safe calls back to back in one loop turn), and a JavaScript thread
-//! that falls behind stops the reader (backpressure).
+//! Two batches at a time at most: the reader thread waits for `ack()`, which
+//! the TypeScript layer calls from `setImmediate` after handling a batch, so
+//! a burst of output never keeps timers and I/O waiting long (Node runs
+//! queued thread-safe calls back to back in one loop turn), and a JavaScript
+//! thread that falls behind stops the reader (backpressure).
 
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,7 +55,7 @@ type BatchArgs = FnArgs<(
     bool,
     Option<String>,
 )>;
-type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, 1>;
+type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, false, IN_FLIGHT>;
 
 /// A batch made ready for JavaScript on the reader thread.
 pub struct Prepared(BatchArgs);
@@ -89,31 +89,37 @@ impl ToNapiValue for DecodeErrorValue {
     }
 }
 
-/// Whether the JavaScript thread may take the next batch (it has
-/// acknowledged the previous one), or the reader was disposed.
+/// Batches handed to JavaScript and not yet acknowledged, at most. Two keep
+/// the JavaScript thread busy while the reader waits for an `ack()`; Node
+/// runs at most these back to back before timers and I/O get their turn.
+const IN_FLIGHT: usize = 2;
+
+/// How many more batches the reader may hand to JavaScript now, and whether
+/// the reader was disposed.
 struct Turn {
-    state: Mutex<(bool, bool)>, // (may deliver, disposed)
+    state: Mutex<(usize, bool)>, // (credits, disposed)
     changed: Condvar,
 }
 
 impl Turn {
     fn new() -> Self {
-        Turn { state: Mutex::new((true, false)), changed: Condvar::new() }
+        Turn { state: Mutex::new((IN_FLIGHT, false)), changed: Condvar::new() }
     }
 
-    /// Waits for the JavaScript thread's turn; `false` once disposed.
+    /// Waits for a credit; `false` once disposed.
     fn take(&self) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while !state.0 && !state.1 {
+        while state.0 == 0 && !state.1 {
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.0 = false;
+        state.0 = state.0.saturating_sub(1);
         !state.1
     }
 
+    /// Returns a credit (`ack`), or marks the reader disposed.
     fn give(&self, disposed: bool) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.0 = true;
+        state.0 = (state.0 + 1).min(IN_FLIGHT);
         state.1 |= disposed;
         self.changed.notify_all();
     }
@@ -220,7 +226,7 @@ impl StreamReader {
         }
         let callback = on_batch
             .build_threadsafe_function::<Prepared>()
-            .max_queue_size::<1>()
+            .max_queue_size::<IN_FLIGHT>()
             .build_callback(|context| Ok(context.value.0))?;
         Ok(StreamReader {
             options: ReaderOptions {
