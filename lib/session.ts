@@ -50,7 +50,6 @@ import {
   type ToolCallInfo,
 } from "./session-types";
 
-export * from "./session-types";
 
 /** How often, and how patiently, a prompt refused by the §12 race is resent. */
 const RACE_RETRIES = 5;
