@@ -135,8 +135,8 @@ export function createLineReader(
   afterBatch?: () => void,
 ): LineReader {
   let disposed = false;
-  // The reader waits for this before its next batch: one event-loop turn
-  // between batches, so bursts never starve timers and I/O.
+  // The reader hands over at most two batches before this acknowledgement,
+  // sent from setImmediate: a burst never holds up timers and I/O for long.
   const ack = () => {
     if (!disposed) reader.ack();
   };
