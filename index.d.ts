@@ -22,10 +22,13 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class StreamReader {
   /**
    * `kind` is `"events"` (stdout: every line validated) or `"text"`
-   * (stderr). `onBatch(lines, errors, done, failure)` is called on the
-   * JavaScript thread for every batch, in stream order.
+   * (stderr). `onBatch(kinds, parts, errors, done, failure)` is called on
+   * the JavaScript thread for every batch, in stream order: `kinds` has
+   * one character per part (`E` a JSON array of consecutive valid events,
+   * `B` one large valid event, `I` one invalid line with its error at the
+   * same index of `errors`, `T` one stderr line). Call `ack()` after each.
    */
-  constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (lines: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
+  constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
   /**
    * Creates an OS pipe, starts reading its read end, and returns the
    * write end's file descriptor for `spawn`'s `stdio`. Call

@@ -196,11 +196,14 @@ pub struct StreamReader {
 #[napi]
 impl StreamReader {
     /// `kind` is `"events"` (stdout: every line validated) or `"text"`
-    /// (stderr). `onBatch(lines, errors, done, failure)` is called on the
-    /// JavaScript thread for every batch, in stream order.
+    /// (stderr). `onBatch(kinds, parts, errors, done, failure)` is called on
+    /// the JavaScript thread for every batch, in stream order: `kinds` has
+    /// one character per part (`E` a JSON array of consecutive valid events,
+    /// `B` one large valid event, `I` one invalid line with its error at the
+    /// same index of `errors`, `T` one stderr line). Call `ack()` after each.
     #[napi(
         constructor,
-        ts_args_type = "kind: 'events' | 'text', maxLineBytes: number, onBatch: (lines: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void"
+        ts_args_type = "kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void"
     )]
     pub fn new(
         kind: String,
