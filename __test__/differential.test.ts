@@ -5,6 +5,7 @@
  * accept/reject, on the decoded value, and on the error message and fields.
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { BridgeDecodeError } from "../lib/index";
@@ -14,16 +15,10 @@ import { examples, repoRoot } from "./helpers";
 
 // ---- deterministic randomness -------------------------------------------
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded PRNG (mulberry32) the hostile-input fixtures use too. */
+const { prng: mulberry32 } = createRequire(__filename)("./fixtures/hostile-lines.js") as {
+  prng: (seed: number) => () => number;
+};
 
 type Rng = () => number;
 const pick = <T>(rng: Rng, items: readonly T[]): T => items[Math.floor(rng() * items.length)];
