@@ -51,7 +51,7 @@ const INVALID = 0x49; // "I"
  * throws does not cost the rest of the batch: the first exception is
  * rethrown after it.
  */
-export function deliverEventBatch(
+function deliverEventBatch(
   callbacks: BridgeProcessCallbacks,
   kinds: string,
   parts: string[],
