@@ -103,7 +103,10 @@ struct Turn {
 
 impl Turn {
     fn new() -> Self {
-        Turn { state: Mutex::new((IN_FLIGHT, false)), changed: Condvar::new() }
+        Turn {
+            state: Mutex::new((IN_FLIGHT, false)),
+            changed: Condvar::new(),
+        }
     }
 
     /// Waits for a credit; `false` once disposed.
@@ -137,7 +140,9 @@ impl BatchSink for JsSink {
         if !self.turn.take() {
             return false;
         }
-        self.callback.call(prepared, ThreadsafeFunctionCallMode::Blocking) == Status::Ok
+        self.callback
+            .call(prepared, ThreadsafeFunctionCallMode::Blocking)
+            == Status::Ok
     }
 }
 
@@ -363,7 +368,9 @@ impl StreamReader {
         self.callback = None;
         if let Some(callback) = self.running.upgrade() {
             // Holding `callback` keeps the function alive during the call.
-            check_status!(unsafe { sys::napi_unref_threadsafe_function(env.raw(), callback.raw()) })?;
+            check_status!(unsafe {
+                sys::napi_unref_threadsafe_function(env.raw(), callback.raw())
+            })?;
         }
         self.chunks = None;
         self.pipe_writer = None;
@@ -380,14 +387,15 @@ fn batch_args(batch: Batch) -> BatchArgs {
     // The run being joined: its text, and how many lines it holds.
     let mut run = String::new();
     let mut run_lines = 0usize;
-    let close_run = |kinds: &mut String, parts: &mut Vec<LineText>, run: &mut String, run_lines: &mut usize| {
-        if *run_lines > 0 {
-            run.push(']');
-            kinds.push(EVENTS);
-            parts.push(LineText::prepare(std::mem::take(run)));
-            *run_lines = 0;
-        }
-    };
+    let close_run =
+        |kinds: &mut String, parts: &mut Vec<LineText>, run: &mut String, run_lines: &mut usize| {
+            if *run_lines > 0 {
+                run.push(']');
+                kinds.push(EVENTS);
+                parts.push(LineText::prepare(std::mem::take(run)));
+                *run_lines = 0;
+            }
+        };
     for item in batch.items {
         match item {
             Item::Event { line, .. } if line.len() < EXTERNAL_FROM_BYTES => {

@@ -8,6 +8,10 @@ pub const PROTOCOL_MAJOR: u32 = 1;
 /// Whether an event's `protocol_version` is accepted: the part before the
 /// first `.`, converted with JavaScript `Number()` semantics, equals 1.
 pub fn is_supported_protocol_version(value: &str) -> bool {
+    // What every agentlane 1.x backend writes; the rules below agree.
+    if value == PROTOCOL_VERSION {
+        return true;
+    }
     let major = value.split('.').next().unwrap_or("");
     let major = major.trim_matches(is_js_whitespace);
     if let Some(digits) = major
