@@ -145,8 +145,8 @@ unsafe extern "C" fn validate_event_line_callback(
 /// costly to copy out of V8.
 #[napi(catch_unwind, ts_args_type = "value: unknown")]
 pub fn validate_event_value(env: Env, value: Unknown) -> Result<u32> {
-    let cursor = value_cursor::ValueCursor::new(env.raw(), value.raw());
-    match bridge_core::validate_event(cursor)? {
+    let mut cursor = value_cursor::ValueCursor::new(env.raw(), value.raw());
+    match bridge_core::validate_event(&mut cursor)? {
         Ok(event_type) => Ok(event_type as u32),
         Err(error) => Err(throwable(&env, error)),
     }

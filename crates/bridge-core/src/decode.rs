@@ -1,9 +1,11 @@
 //! Strict event decoding (PROTOCOL.md §7): the one error type and the entry
 //! points that judge a line.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use crate::json::{JsonCursor, SyntaxError, TextCursor};
+use crate::memo::{Recall, ShapeMemo, MAX_REMEMBERED_LINE};
 use crate::validate::{EventIssue, Walker};
 
 /// Why a line is not a valid bridge event. `message` and `fields` are those
@@ -115,22 +117,45 @@ impl EventType {
     }
 }
 
+thread_local! {
+    // Each thread remembers the shapes of the lines it accepted last.
+    static MEMO: RefCell<ShapeMemo> = RefCell::new(ShapeMemo::default());
+}
+
 /// Judges one line (without its terminator) the way `decodeBridgeEventLine`
 /// does. On success the line is exactly a valid event, and parsing it with
 /// `JSON.parse` (or any faithful parser) gives the event.
+///
+/// Lines shaped like one accepted shortly before on the same thread (same
+/// text outside free strings and numbers) are judged from that memory; see
+/// the `memo` module. The result is the same either way.
 pub fn validate_event_line(line: &str) -> Result<EventType, DecodeError> {
-    match validate_event(TextCursor::new(line)) {
+    let recall = if line.len() <= MAX_REMEMBERED_LINE {
+        MEMO.with_borrow_mut(|memo| memo.recall(line.as_bytes()))
+    } else {
+        Recall::Resting
+    };
+    let mut cursor = match recall {
+        Recall::Valid(event_type) => return Ok(event_type),
+        Recall::Unknown => TextCursor::recording(line),
+        Recall::Resting => TextCursor::new(line),
+    };
+    let outcome = match validate_event(&mut cursor) {
         Ok(result) => result,
-        Err(syntax) => Err(DecodeError::invalid_json(&syntax)),
+        Err(syntax) => return Err(DecodeError::invalid_json(&syntax)),
+    };
+    if let (Ok(event_type), Some(holes)) = (&outcome, cursor.holes()) {
+        MEMO.with_borrow_mut(|memo| memo.remember(line.as_bytes(), holes, *event_type));
     }
+    outcome
 }
 
 /// Judges a document read through any cursor. The outer `Err` is the
 /// cursor's own failure (for text: invalid JSON, step 1).
 pub fn validate_event<C: JsonCursor>(
-    mut cursor: C,
+    cursor: &mut C,
 ) -> Result<Result<EventType, DecodeError>, C::Error> {
-    let outcome = Walker::default().check_event(&mut cursor)?;
+    let outcome = Walker::default().check_event(cursor)?;
     Ok(outcome
         .map(|i| EventType::ALL[i])
         .map_err(DecodeError::from_issue))

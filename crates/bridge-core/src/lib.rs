@@ -14,6 +14,7 @@ pub mod schema;
 pub mod command;
 mod decode;
 pub mod framer;
+mod memo;
 pub mod reader;
 mod validate;
 mod version;

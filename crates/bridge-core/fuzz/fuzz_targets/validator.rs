@@ -1,17 +1,33 @@
 //! The validator on arbitrary text: it never panics, decode errors are
-//! well formed, and it accepts as JSON whatever serde_json accepts (serde_json
+//! well formed, it accepts as JSON whatever serde_json accepts (serde_json
 //! accepts a subset of what JSON.parse accepts: it refuses lone surrogate
-//! escapes and numbers beyond the double range, which JSON.parse takes).
+//! escapes and numbers beyond the double range, which JSON.parse takes), and
+//! its memory of accepted line shapes never changes a verdict (the inputs
+//! before this one left shapes behind on this thread).
 #![no_main]
 
 use bridge_core::validate_event_line;
 use libfuzzer_sys::fuzz_target;
 
+/// The schema walker alone, without the shape memory.
+fn walker_alone(line: &str) -> Result<bridge_core::EventType, bridge_core::DecodeError> {
+    match bridge_core::validate_event(&mut bridge_core::json::TextCursor::new(line)) {
+        Ok(result) => result,
+        Err(syntax) => Err(bridge_core::DecodeError::invalid_json(&syntax)),
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(line) = std::str::from_utf8(data) else {
         return;
     };
-    match validate_event_line(line) {
+    let verdict = validate_event_line(line);
+    assert_eq!(
+        verdict,
+        walker_alone(line),
+        "the shape memo changed the verdict on {line:?}"
+    );
+    match verdict {
         Ok(_) => {
             // An accepted line is a JSON object.
             if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {

@@ -1,7 +1,9 @@
 //! Structure-aware: start from a real event the backend wrote, apply the
 //! mutations the input selects (delete, retype, add keys at any level, swap
 //! discriminators, duplicate keys in the text), and check the validator's
-//! invariants; a valid line must stay valid after a no-op rewrite.
+//! invariants; a valid line must stay valid after a no-op rewrite, and the
+//! memory of accepted line shapes (warm with the seeds and earlier inputs)
+//! never changes a verdict.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -91,11 +93,21 @@ fn object_pointers(value: &Value, at: String, out: &mut Vec<String>) {
     }
 }
 
+/// The schema walker alone, without the shape memory.
+fn walker_alone(line: &str) -> Result<bridge_core::EventType, bridge_core::DecodeError> {
+    match bridge_core::validate_event(&mut bridge_core::json::TextCursor::new(line)) {
+        Ok(result) => result,
+        Err(syntax) => Err(bridge_core::DecodeError::invalid_json(&syntax)),
+    }
+}
+
 fuzz_target!(|plan: Plan| {
     let seeds: Vec<&str> = SEEDS.lines().filter(|l| !l.is_empty()).collect();
     let Some(seed) = seeds.get(usize::from(plan.seed) % seeds.len().max(1)) else {
         return;
     };
+    // The seed itself first, so that its shape is remembered.
+    let _ = validate_event_line(seed);
     let mut root: Value = serde_json::from_str(seed).expect("seed");
     let mut duplicate: Option<(String, Value)> = None;
     for op in plan.ops.iter().take(8) {
@@ -160,6 +172,11 @@ fuzz_target!(|plan: Plan| {
     }
     let first = validate_event_line(&line);
     assert_eq!(first, validate_event_line(&line), "not deterministic");
+    assert_eq!(
+        first,
+        walker_alone(&line),
+        "the shape memo changed the verdict on {line}"
+    );
     if let Err(error) = &first {
         assert!(
             !error.message.starts_with("Invalid JSON"),

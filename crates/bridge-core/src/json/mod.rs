@@ -14,7 +14,7 @@
 //! such lines the way the reference does.
 
 mod cursor;
-mod text;
+pub(crate) mod text;
 
 pub use cursor::{JsonCursor, Kind};
-pub use text::{decode_string_content, SyntaxError, TextCursor};
+pub use text::{decode_string_content, Hole, HoleKind, SyntaxError, TextCursor};

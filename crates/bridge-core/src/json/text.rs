@@ -58,6 +58,33 @@ pub struct TextCursor<'a> {
     escaped: bool,
     /// Content range of the key scanned last.
     key: (usize, usize),
+    /// When recording: the values passed over without their content being
+    /// read (see [`Hole`]); `None` when not recording.
+    holes: Option<Vec<Hole>>,
+    /// Whether this cursor's text was reopened (see [`TextCursor::holes`]).
+    reopened: std::cell::Cell<bool>,
+}
+
+/// A string or number value that a cursor passed over without handing its
+/// content to the caller (skipped, or only checked for being finite). A
+/// document that differs from another only inside such values, each still of
+/// the same kind, leads a validator through exactly the same decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hole {
+    /// Byte range of the value, quotes included.
+    pub start: usize,
+    pub end: usize,
+    pub kind: HoleKind,
+}
+
+/// What may fill a [`Hole`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoleKind {
+    /// Any JSON string.
+    String,
+    /// Any JSON number that is plainly finite: fewer than 300 characters and
+    /// no exponent.
+    Number,
 }
 
 type Result<T> = std::result::Result<T, SyntaxError>;
@@ -65,6 +92,33 @@ type Result<T> = std::result::Result<T, SyntaxError>;
 impl<'a> TextCursor<'a> {
     pub fn new(text: &'a str) -> Self {
         Self::at(text, 0)
+    }
+
+    /// A cursor that also records the [`Hole`]s it passes over.
+    pub fn recording(text: &'a str) -> Self {
+        let mut cursor = Self::at(text, 0);
+        cursor.holes = Some(Vec::new());
+        cursor
+    }
+
+    /// The holes passed over so far, in text order; `None` unless
+    /// recording, or once the text was [reopened](JsonCursor::reopen) (the
+    /// second reading may look inside values the first one passed over).
+    pub fn holes(&self) -> Option<&[Hole]> {
+        if self.reopened.get() {
+            return None;
+        }
+        self.holes.as_deref()
+    }
+
+    fn record(&mut self, start: usize, kind: HoleKind) {
+        if let Some(holes) = &mut self.holes {
+            holes.push(Hole {
+                start,
+                end: self.pos,
+                kind,
+            });
+        }
     }
 
     fn at(text: &'a str, pos: usize) -> Self {
@@ -76,6 +130,8 @@ impl<'a> TextCursor<'a> {
             skip_stack: Vec::new(),
             escaped: false,
             key: (0, 0),
+            holes: None,
+            reopened: std::cell::Cell::new(false),
         }
     }
 
@@ -159,91 +215,43 @@ impl<'a> TextCursor<'a> {
     /// per string: results of two words or less travel in registers.)
     fn scan_string(&mut self) -> Result<usize> {
         debug_assert_eq!(self.byte(), Some(b'"'));
-        let start = self.pos + 1;
-        let mut i = start;
-        let mut escaped = false;
-        loop {
-            i = find_string_special(self.src, i);
-            match self.src.get(i) {
-                None => {
-                    return Err(self.error_at("Unterminated string", self.src.len()));
-                }
-                Some(b'"') => {
-                    self.pos = i + 1;
-                    self.escaped = escaped;
-                    return Ok(i);
-                }
-                Some(b'\\') => {
-                    escaped = true;
-                    match self.src.get(i + 1) {
-                        None => return Err(self.end_of_input()),
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                        Some(b'u') => {
-                            for k in 0..4 {
-                                match self.src.get(i + 2 + k) {
-                                    None => return Err(self.end_of_input()),
-                                    Some(h) if h.is_ascii_hexdigit() => {}
-                                    Some(_) => {
-                                        return Err(self.error_at("Bad Unicode escape", i + 2 + k))
-                                    }
-                                }
-                            }
-                            i += 6;
-                        }
-                        Some(_) => return Err(self.error_at("Bad escaped character", i + 1)),
-                    }
-                }
-                Some(_) => {
-                    return Err(self.error_at("Bad control character in string literal", i));
-                }
-            }
+        if let Some((end, escaped)) = string_end(self.src, self.pos) {
+            self.pos = end + 1;
+            self.escaped = escaped;
+            return Ok(end);
         }
+        Err(
+            match scan_string_body(self.src, self.pos).expect_err("string_end failed") {
+                StringFault::Unterminated => self.error_at("Unterminated string", self.src.len()),
+                StringFault::EndOfInput => self.end_of_input(),
+                StringFault::BadUnicodeEscape(at) => self.error_at("Bad Unicode escape", at),
+                StringFault::BadEscape(at) => self.error_at("Bad escaped character", at),
+                StringFault::ControlCharacter(at) => {
+                    self.error_at("Bad control character in string literal", at)
+                }
+            },
+        )
     }
 
     /// Scans a number under the cursor and returns its byte range.
     fn scan_number(&mut self) -> Result<(usize, usize)> {
         let start = self.pos;
-        let src = self.src;
-        let mut i = start;
-        if src.get(i) == Some(&b'-') {
-            i += 1;
-            if !src.get(i).is_some_and(u8::is_ascii_digit) {
-                return Err(self.error_at("No number after minus sign", i));
-            }
+        if let Some(end) = number_end(self.src, start) {
+            self.pos = end;
+            return Ok((start, end));
         }
-        if src.get(i) == Some(&b'0') {
-            i += 1;
-            if src.get(i).is_some_and(u8::is_ascii_digit) {
-                return Err(self.error_at("Unexpected number", i));
-            }
-        } else {
-            while src.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-        }
-        if src.get(i) == Some(&b'.') {
-            i += 1;
-            if !src.get(i).is_some_and(u8::is_ascii_digit) {
-                return Err(self.error_at("Unterminated fractional number", i));
-            }
-            while src.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-        }
-        if matches!(src.get(i), Some(b'e' | b'E')) {
-            i += 1;
-            if matches!(src.get(i), Some(b'+' | b'-')) {
-                i += 1;
-            }
-            if !src.get(i).is_some_and(u8::is_ascii_digit) {
-                return Err(self.error_at("Exponent part is missing a number", i));
-            }
-            while src.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-        }
-        self.pos = i;
-        Ok((start, i))
+        Err(
+            match scan_number_body(self.src, start).expect_err("number_end failed") {
+                NumberFault::NoDigitAfterMinus(at) => {
+                    self.error_at("No number after minus sign", at)
+                }
+                NumberFault::LeadingZero(at) => self.error_at("Unexpected number", at),
+                NumberFault::NoFraction(at) => self.error_at("Unterminated fractional number", at),
+                NumberFault::NoExponent(at) => {
+                    self.error_at("Exponent part is missing a number", at)
+                }
+            },
+        )
     }
 
     fn scan_literal(&mut self, word: &[u8]) -> Result<()> {
@@ -272,12 +280,21 @@ impl<'a> TextCursor<'a> {
 
     /// Consumes a scalar (anything but an object or array) under the cursor.
     fn skip_scalar(&mut self, b: u8) -> Result<()> {
+        let start = self.pos;
         match b {
-            b'"' => self.scan_string().map(drop),
+            b'"' => {
+                self.scan_string()?;
+                self.record(start, HoleKind::String);
+                Ok(())
+            }
             b't' => self.scan_literal(b"true"),
             b'f' => self.scan_literal(b"false"),
             b'n' => self.scan_literal(b"null"),
-            b'-' | b'0'..=b'9' => self.scan_number().map(drop),
+            b'-' | b'0'..=b'9' => {
+                self.scan_number()?;
+                self.record(start, HoleKind::Number);
+                Ok(())
+            }
             _ => Err(self.unexpected_token(self.pos)),
         }
     }
@@ -424,8 +441,8 @@ impl<'a> JsonCursor for TextCursor<'a> {
         self.next_token()?;
         let (start, end) = self.scan_number()?;
         let literal = &self.src[start..end];
-        // Without an exponent, fewer than 309 digits always fit a double.
-        if literal.len() < 300 && !literal.iter().any(|&b| b == b'e' || b == b'E') {
+        if is_plainly_finite(literal) {
+            self.record(start, HoleKind::Number);
             return Ok(true);
         }
         // JSON's number grammar is a subset of what Rust's float parser
@@ -525,6 +542,7 @@ impl<'a> JsonCursor for TextCursor<'a> {
     }
 
     fn reopen(&self, mark: &usize) -> Self {
+        self.reopened.set(true);
         Self::at(self.text, *mark)
     }
 
@@ -535,6 +553,124 @@ impl<'a> JsonCursor for TextCursor<'a> {
         }
         Ok(())
     }
+}
+
+/// Why the text at a position is not a JSON string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StringFault {
+    Unterminated,
+    EndOfInput,
+    BadUnicodeEscape(usize),
+    BadEscape(usize),
+    ControlCharacter(usize),
+}
+
+/// Scans the JSON string whose opening quote is at `quote`. Returns the
+/// position of its closing quote and whether it holds escapes, or `None` if
+/// it is not a valid string ([`scan_string_body`] tells why). A result of
+/// two words travels in registers: with the fault's position in it, every
+/// call paid a store-forwarding stall.
+#[inline]
+pub(crate) fn string_end(src: &[u8], quote: usize) -> Option<(usize, bool)> {
+    scan_string_body(src, quote).ok()
+}
+
+#[inline(always)]
+fn scan_string_body(src: &[u8], quote: usize) -> std::result::Result<(usize, bool), StringFault> {
+    let mut i = quote + 1;
+    let mut escaped = false;
+    loop {
+        i = find_string_special(src, i);
+        match src.get(i) {
+            None => return Err(StringFault::Unterminated),
+            Some(b'"') => return Ok((i, escaped)),
+            Some(b'\\') => {
+                escaped = true;
+                match src.get(i + 1) {
+                    None => return Err(StringFault::EndOfInput),
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                    Some(b'u') => {
+                        for k in 0..4 {
+                            match src.get(i + 2 + k) {
+                                None => return Err(StringFault::EndOfInput),
+                                Some(h) if h.is_ascii_hexdigit() => {}
+                                Some(_) => return Err(StringFault::BadUnicodeEscape(i + 2 + k)),
+                            }
+                        }
+                        i += 6;
+                    }
+                    Some(_) => return Err(StringFault::BadEscape(i + 1)),
+                }
+            }
+            Some(_) => return Err(StringFault::ControlCharacter(i)),
+        }
+    }
+}
+
+/// Why the text at a position is not a JSON number (each with where).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NumberFault {
+    NoDigitAfterMinus(usize),
+    LeadingZero(usize),
+    NoFraction(usize),
+    NoExponent(usize),
+}
+
+/// Scans the JSON number starting at `start`; returns where it ends, or
+/// `None` if it is not a valid number ([`scan_number_body`] tells why).
+#[inline]
+pub(crate) fn number_end(src: &[u8], start: usize) -> Option<usize> {
+    scan_number_body(src, start).ok()
+}
+
+#[inline(always)]
+fn scan_number_body(src: &[u8], start: usize) -> std::result::Result<usize, NumberFault> {
+    let digit = |i: usize| src.get(i).is_some_and(u8::is_ascii_digit);
+    let mut i = start;
+    if src.get(i) == Some(&b'-') {
+        i += 1;
+        if !digit(i) {
+            return Err(NumberFault::NoDigitAfterMinus(i));
+        }
+    }
+    if src.get(i) == Some(&b'0') {
+        i += 1;
+        if digit(i) {
+            return Err(NumberFault::LeadingZero(i));
+        }
+    } else {
+        while digit(i) {
+            i += 1;
+        }
+    }
+    if src.get(i) == Some(&b'.') {
+        i += 1;
+        if !digit(i) {
+            return Err(NumberFault::NoFraction(i));
+        }
+        while digit(i) {
+            i += 1;
+        }
+    }
+    if matches!(src.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(src.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digit(i) {
+            return Err(NumberFault::NoExponent(i));
+        }
+        while digit(i) {
+            i += 1;
+        }
+    }
+    Ok(i)
+}
+
+/// Whether a number literal is finite without converting it: without an
+/// exponent, fewer than 309 digits always fit a double.
+pub(crate) fn is_plainly_finite(literal: &[u8]) -> bool {
+    literal.len() < 300 && !literal.iter().any(|&b| b == b'e' || b == b'E')
 }
 
 /// Number of UTF-16 code units in valid UTF-8 text.
