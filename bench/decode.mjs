@@ -20,6 +20,9 @@ const contenders = [
 
 const cases = [
   ["text_delta run_event", () => Array.from({ length: 20_000 }, (_, i) => textDelta(i)), { rounds: 21 }],
+  // The worst case for the core's memory of line shapes: a key that differs
+  // on every line (inside the open `raw`), so no line repeats a shape.
+  ["text_delta run_event, a new shape on every line", () => Array.from({ length: 20_000 }, (_, i) => textDelta(i).replace('"raw":null', `"raw":{"k${i}":1}`)), { rounds: 21 }],
   ["llm_start, 200 messages", () => Array.from({ length: 200 }, () => llmStart(200)), { rounds: 21 }],
   ["tool_end, 1 MB nested result", () => [toolEnd(nestedResult(1 << 20))], { rounds: 41 }],
   ["tool_end, 10 MB nested result", () => [toolEnd(nestedResult(10 << 20))], { rounds: 15 }],
