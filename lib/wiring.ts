@@ -43,11 +43,34 @@ const RESUME_CHECK_MS = 2;
 const EVENTS = 0x45; // "E"
 const EVENT = 0x42; // "B"
 const INVALID = 0x49; // "I"
+const LIFTED = 0x4c; // "L": a large event's skeleton; then "P" its paths, "S" each lifted string
+
+/**
+ * Puts the strings the reader lifted out of a large event (see
+ * `bridge_core::lift`) back where `JSON.parse` puts them in the whole line:
+ * at each path, in place of the marker the skeleton holds there. A marker
+ * that did not survive the parse (a later duplicate key won) leaves its
+ * string out, as `JSON.parse` would.
+ */
+function restoreLifted(root: unknown, paths: (string | number)[][], strings: string[], first: number): void {
+  for (let k = 0; k < paths.length; k++) {
+    const path = paths[k];
+    let parent = root;
+    for (let step = 0; step < path.length - 1 && isContainer(parent); step++) parent = parent[path[step]];
+    const last = path[path.length - 1];
+    if (isContainer(parent) && parent[last] === `\u0000lifted:${k}`) parent[last] = strings[first + k];
+  }
+}
+
+function isContainer(value: unknown): value is Record<string | number, unknown> {
+  return typeof value === "object" && value !== null;
+}
 
 /**
  * Delivers a batch of stdout parts: events to `onEvent`, failures to
  * `onDecodeError` then `onInvalidLine`, in stream order. A run of valid
- * events comes as the text of one JSON array, parsed once. A callback that
+ * events comes as the text of one JSON array, parsed once; a large event
+ * may come with its large strings lifted out. A callback that
  * throws does not cost the rest of the batch: the first exception is
  * rethrown after it.
  */
@@ -82,6 +105,11 @@ function deliverEventBatch(
       if (kind === EVENTS) {
         for (const event of parsed as BridgeEvent[]) emit(event);
       } else if (kind === EVENT) {
+        emit(parsed as BridgeEvent);
+      } else if (kind === LIFTED) {
+        const paths = JSON.parse(parts[i + 1]) as (string | number)[][];
+        restoreLifted(parsed, paths, parts, i + 2);
+        i += 1 + paths.length;
         emit(parsed as BridgeEvent);
       }
     } catch (error) {

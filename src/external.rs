@@ -21,9 +21,11 @@ pub(crate) const EXTERNAL_FROM_BYTES: usize = 64 * 1024;
 pub(crate) enum LineText {
     /// Copied by V8 (small lines, or when external strings are unavailable).
     Utf8(String),
-    /// An ASCII line, handed to V8 as Latin-1 without copying.
+    /// Latin-1 text (a large ASCII line, or a lifted string), handed to V8
+    /// without copying.
     Latin1(Vec<u8>),
-    /// A large non-ASCII line, transcoded to UTF-16 off the JavaScript thread.
+    /// UTF-16 text (a large non-ASCII line transcoded off the JavaScript
+    /// thread, or a lifted string), handed to V8 without copying.
     Utf16(Vec<u16>),
 }
 

@@ -16,6 +16,9 @@
 //! of a JSON array, which parses to exactly the objects the lines parse to
 //! (they are valid JSON values). Per-line strings, arrays and frees (which
 //! cost more than parsing a small event) stay off the JavaScript thread.
+//! A large event's large string values are decoded here and handed over as
+//! ready-made (external) strings, beside the line's skeleton, so that
+//! `JSON.parse` does not read them again (`bridge_core::lift`).
 //!
 //! Two batches at a time at most: the reader thread waits for `ack()`, which
 //! the TypeScript layer calls from `setImmediate` after handling a batch, so
@@ -28,6 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 
+use bridge_core::lift::{Lifted, LiftedText, MIN_LIFTED_BYTES};
 use bridge_core::reader::{
     spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind,
 };
@@ -44,6 +48,9 @@ const EVENTS: char = 'E'; // the JSON array text of consecutive valid events
 const EVENT: char = 'B'; // one large valid event line
 const INVALID: char = 'I'; // one invalid line; its error at the same index
 const TEXT: char = 'T'; // one stderr line
+const LIFTED: char = 'L'; // a large valid event's skeleton (see bridge_core::lift), then:
+const PATHS: char = 'P'; // the JSON array of the paths of its lifted strings, then
+const STRING: char = 'S'; // each lifted string, in order
 
 /// The callback's arguments: part kinds, part texts, decode errors at the
 /// same indices (or `null` when the batch has none), whether the stream
@@ -239,6 +246,7 @@ impl StreamReader {
         Ok(StreamReader {
             options: ReaderOptions {
                 max_line_bytes: max_line_bytes as usize,
+                lift_strings_from: Some(MIN_LIFTED_BYTES),
                 ..ReaderOptions::new(kind)
             },
             callback: Some(callback),
@@ -409,6 +417,25 @@ fn batch_args(batch: Batch) -> BatchArgs {
             Item::Text(line) => {
                 kinds.push(TEXT);
                 parts.push(LineText::prepare(line));
+            }
+            Item::Event {
+                lifted: Some(lifted),
+                ..
+            } => {
+                close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
+                let paths = lifted.paths_json();
+                let Lifted { skeleton, strings } = *lifted;
+                kinds.push(LIFTED);
+                parts.push(LineText::prepare(skeleton));
+                kinds.push(PATHS);
+                parts.push(LineText::prepare(paths));
+                for string in strings {
+                    kinds.push(STRING);
+                    parts.push(match string.text {
+                        LiftedText::Latin1(bytes) => LineText::Latin1(bytes),
+                        LiftedText::Utf16(units) => LineText::Utf16(units),
+                    });
+                }
             }
             Item::Event { line, .. } => {
                 close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);

@@ -14,6 +14,7 @@ pub mod schema;
 pub mod command;
 mod decode;
 pub mod framer;
+pub mod lift;
 mod memo;
 pub mod reader;
 mod validate;

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 
 use crate::decode::{validate_event_line, DecodeError, EventType};
 use crate::framer::{Frame, LineFramer, DEFAULT_MAX_LINE_BYTES};
+use crate::lift::{validate_and_lift, Lifted};
 
 /// What a stream carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,8 +29,14 @@ pub enum StreamKind {
 /// One framed line, judged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
-    /// A valid event line; parsing it gives the event.
-    Event { line: String, event_type: EventType },
+    /// A valid event line; parsing it gives the event. `lifted` holds its
+    /// large strings cut out, when the options ask for that (see
+    /// [`crate::lift`]).
+    Event {
+        line: String,
+        event_type: EventType,
+        lifted: Option<Box<Lifted>>,
+    },
     /// A stdout line that is not a valid event. For a line over the maximum
     /// size, `line` holds its first kilobyte.
     Invalid { line: String, error: DecodeError },
@@ -84,7 +91,14 @@ pub struct ReaderOptions {
     pub max_batch_items: usize,
     /// …or this many bytes of lines, even if more input is at hand.
     pub max_batch_bytes: usize,
+    /// Valid event lines of at least [`LIFT_FROM_LINE_BYTES`] get their
+    /// string values of at least this many bytes lifted (for JavaScript
+    /// hosts; `None`, the default, lifts nothing).
+    pub lift_strings_from: Option<usize>,
 }
+
+/// Only lines this long are worth lifting strings from.
+pub const LIFT_FROM_LINE_BYTES: usize = 64 * 1024;
 
 impl ReaderOptions {
     pub fn new(kind: StreamKind) -> Self {
@@ -93,6 +107,7 @@ impl ReaderOptions {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             max_batch_items: 1024,
             max_batch_bytes: 4 * 1024 * 1024,
+            lift_strings_from: None,
         }
     }
 }
@@ -174,10 +189,22 @@ where
 
 fn judge(frame: Frame, options: &ReaderOptions) -> Item {
     match (frame, options.kind) {
-        (Frame::Line(line), StreamKind::Events) => match validate_event_line(&line) {
-            Ok(event_type) => Item::Event { line, event_type },
-            Err(error) => Item::Invalid { line, error },
-        },
+        (Frame::Line(line), StreamKind::Events) => {
+            let (verdict, lifted) = match options.lift_strings_from {
+                Some(min_bytes) if line.len() >= LIFT_FROM_LINE_BYTES => {
+                    validate_and_lift(&line, min_bytes)
+                }
+                _ => (validate_event_line(&line), None),
+            };
+            match verdict {
+                Ok(event_type) => Item::Event {
+                    line,
+                    event_type,
+                    lifted: lifted.map(Box::new),
+                },
+                Err(error) => Item::Invalid { line, error },
+            }
+        }
         (Frame::TooLong { prefix, length }, StreamKind::Events) => Item::Invalid {
             line: prefix,
             error: DecodeError::line_too_long(length, options.max_line_bytes),

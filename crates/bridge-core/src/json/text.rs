@@ -61,6 +61,8 @@ pub struct TextCursor<'a> {
     /// When recording: the values passed over without their content being
     /// read (see [`Hole`]); `None` when not recording.
     holes: Option<Vec<Hole>>,
+    /// Only holes of at least this many bytes are recorded.
+    holes_from: usize,
     /// Whether this cursor's text was reopened (see [`TextCursor::holes`]).
     reopened: std::cell::Cell<bool>,
 }
@@ -96,8 +98,14 @@ impl<'a> TextCursor<'a> {
 
     /// A cursor that also records the [`Hole`]s it passes over.
     pub fn recording(text: &'a str) -> Self {
+        Self::recording_from(text, 0)
+    }
+
+    /// A cursor that records the [`Hole`]s of at least `min_bytes` bytes.
+    pub fn recording_from(text: &'a str, min_bytes: usize) -> Self {
         let mut cursor = Self::at(text, 0);
         cursor.holes = Some(Vec::new());
+        cursor.holes_from = min_bytes;
         cursor
     }
 
@@ -113,11 +121,13 @@ impl<'a> TextCursor<'a> {
 
     fn record(&mut self, start: usize, kind: HoleKind) {
         if let Some(holes) = &mut self.holes {
-            holes.push(Hole {
-                start,
-                end: self.pos,
-                kind,
-            });
+            if self.pos - start >= self.holes_from {
+                holes.push(Hole {
+                    start,
+                    end: self.pos,
+                    kind,
+                });
+            }
         }
     }
 
@@ -131,6 +141,7 @@ impl<'a> TextCursor<'a> {
             escaped: false,
             key: (0, 0),
             holes: None,
+            holes_from: 0,
             reopened: std::cell::Cell::new(false),
         }
     }
