@@ -26,7 +26,9 @@ export declare class StreamReader {
    * the JavaScript thread for every batch, in stream order: `kinds` has
    * one character per part (`E` a JSON array of consecutive valid events,
    * `B` one large valid event, `I` one invalid line with its error at the
-   * same index of `errors`, `T` one stderr line). Call `ack()` after each.
+   * same index of `errors`, `T` one stderr line, and for a large event
+   * with values lifted out `L` its skeleton, `X` their index, `S` per
+   * string, `C` per array chunk). Call `ack()` after each.
    */
   constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
   /**
@@ -51,6 +53,13 @@ export declare class StreamReader {
    * turn of the event loop between batches.
    */
   ack(): void
+  /**
+   * Whether the reader is busy with input: reading and judging lines, or
+   * holding batches JavaScript has not received yet (not while it waits
+   * for input, nor once it has ended). A host waiting for the output to
+   * go quiet should not count such time as quiet.
+   */
+  isWorking(): boolean
   /** Bytes pushed but not read yet. */
   queuedBytes(): number
   /**

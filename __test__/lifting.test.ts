@@ -110,6 +110,110 @@ describe("large strings lifted out of large events", () => {
     expect(events.map(exact)).toEqual(lines.map((line) => exact(JSON.parse(line))));
   });
 
+  // Arrays of 1 MiB and more are cut into chunks, parsed one per turn.
+  const files = (count: number, tag = "") =>
+    Array.from({ length: count }, (_, i) => ({ path: `src/m${i}/f${i}.ts${tag}`, size: i * 37, tags: ["ts", i % 2 ? "odd" : "even"], meta: { lines: [i, i + 1] } }));
+  const arrayCases: [string, string][] = [
+    ["a large array of objects", lineWith(JSON.stringify({ files: files(20_000), total: 20_000 }))],
+    ["a large array holding large strings and arrays", lineWith(JSON.stringify([big("s"), files(15_000), [big("t"), 1], { u: big("u") }]))],
+    ["a large array as an array element and under __proto__", lineWith(`[1,${JSON.stringify(files(15_000))}]`.replace(/^\[1,/, `{"__proto__":`).replace(/\]$/, "}"))],
+    ["a large array under a duplicate key that a later value replaces", lineWith(`{"k":${JSON.stringify(files(15_000))},"k":[1]}`)],
+    ["two large arrays, an empty one and whitespace between elements", lineWith(`{"a":${JSON.stringify(files(12_000), null, 1).replace(/\n/g, " ")},"b":[ ],"c":${JSON.stringify(files(12_000, "é😀"))}}`)],
+  ];
+  for (const [name, line] of arrayCases) {
+    it(`delivers exactly JSON.parse(line): ${name}`, async () => {
+      expect(line.length).toBeGreaterThan(1 << 20);
+      const { events, errors } = await deliver([line]);
+      expect(errors).toEqual([]);
+      expect(events).toHaveLength(1);
+      expect(exact(events[0])).toBe(exact(JSON.parse(line)));
+    });
+  }
+
+  it("lets the event loop turn while a large array is parsed, and keeps stream order", async () => {
+    const shutdown = (ts: number) => `{"protocol_version":"1.0","type":"shutdown","ts":${ts}}`;
+    const large = lineWith(JSON.stringify({ files: files(40_000) }));
+    const lines = [shutdown(1), large, shutdown(2), large, ...Array.from({ length: 3000 }, (_, i) => shutdown(10 + i))];
+    let turns = 0;
+    let counting = true;
+    const count = () => {
+      turns++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    const turnsAt: number[] = [];
+    const stdout = new PassThrough();
+    const events: BridgeEvent[] = [];
+    const wiring = wireBridgeProcess({ stdout, stderr: null }, { onEvent: (event) => (events.push(event), turnsAt.push(turns)) });
+    stdout.end(`${lines.join("\n")}\n`);
+    const deadline = Date.now() + 20_000;
+    while (events.length < lines.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    counting = false;
+    wiring.dispose();
+    expect(events.map(exact)).toEqual(lines.map((line) => exact(JSON.parse(line))));
+    // Its array is cut into chunks of 256 KiB, one parsed per turn.
+    const chunks = Math.floor(large.length / (256 * 1024));
+    expect(turnsAt[1] - turnsAt[0]).toBeGreaterThanOrEqual(chunks - 1);
+  });
+
+  it("stops restoring a large event once the wiring is disposed", async () => {
+    const stdout = new PassThrough();
+    const events: BridgeEvent[] = [];
+    const large = lineWith(JSON.stringify({ files: files(40_000) }));
+    const wiring = wireBridgeProcess({ stdout, stderr: null }, {
+      onEvent: (event) => {
+        events.push(event);
+        if (event.type === "shutdown") wiring.dispose();
+      },
+    });
+    stdout.end(`{"protocol_version":"1.0","type":"shutdown","ts":1}\n${large}\n{"protocol_version":"1.0","type":"shutdown","ts":2}\n`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(events.map((event) => event.type)).toEqual(["shutdown"]);
+  });
+
+  it("rethrows a callback's exception after restoring, without losing the events after it", async () => {
+    const stdout = new PassThrough();
+    const seen: string[] = [];
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.prependListener("uncaughtException", onUncaught);
+    const large = lineWith(JSON.stringify({ files: files(20_000) }));
+    try {
+      wireBridgeProcess({ stdout, stderr: null }, {
+        onEvent: (event) => {
+          seen.push(event.type);
+          if (event.type === "run_complete") throw new Error("handler failed");
+        },
+      });
+      stdout.end(`${large}\n{"protocol_version":"1.0","type":"shutdown","ts":2}\n`);
+      const deadline = Date.now() + 10_000;
+      while ((seen.length < 2 || uncaught.length < 1) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    } finally {
+      process.off("uncaughtException", onUncaught);
+    }
+    expect(seen).toEqual(["run_complete", "shutdown"]);
+    expect((uncaught[0] as Error).message).toBe("handler failed");
+  });
+
+  it("delivers a large event restored over many turns before onExit, however short exitDrainMs is", async () => {
+    const line = lineWith(JSON.stringify({ files: files(60_000) }));
+    const dir = mkdtempSync(join(tmpdir(), "bridge-lifting-"));
+    const file = join(dir, "line.ndjson");
+    writeFileSync(file, `${line}\n`);
+    const order: string[] = [];
+    try {
+      await new Promise<void>((resolve, reject) => {
+        spawnBridgeProcess(
+          { command: "cat", args: [file], exitDrainMs: 1 },
+          { onEvent: (event) => order.push(event.type), onExit: () => (order.push("exit"), resolve()), onSpawnError: reject },
+        );
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(order).toEqual(["run_complete", "exit"]);
+  });
+
   it("through a real child process and pipe, a 20 MB string result arrives intact", async () => {
     const text = "0123456789abcdef\\n".repeat(1_200_000);
     const line = lineWith(`"${text}"`);

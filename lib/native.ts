@@ -11,6 +11,8 @@ export interface NativeStreamReader {
   push(chunk: Buffer): number;
   ack(): void;
   queuedBytes(): number;
+  /** Reading or judging lines, or holding batches not yet delivered. */
+  isWorking(): boolean;
   end(): void;
   dispose(): void;
 }
@@ -19,7 +21,10 @@ export interface NativeStreamReader {
  * A reader's batch callback (src/stream.rs). `kinds` has one character per
  * part: `E` the JSON array text of consecutive valid events, `B` one large
  * valid event line, `I` one invalid line (its error at the same index of
- * `errors`), `T` one stderr line.
+ * `errors`), `T` one stderr line; and for a large event with large values
+ * lifted out: `L` its skeleton, `X` the JSON of the lifted values' paths
+ * (and chunk counts), then `S` per lifted string and `C` per chunk of each
+ * lifted array.
  */
 export type BatchCallback = (
   kinds: string,

@@ -132,6 +132,8 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     if (!closed || finished) return;
     clearTimeout(drainTimer);
     drainTimer = setTimeout(() => {
+      // Output still being read, judged or delivered is not silence.
+      if (readers.some((reader) => reader.busy())) return armDrain();
       stdoutDone = true;
       stderrDone = true;
       finish();

@@ -16,9 +16,10 @@
 //! of a JSON array, which parses to exactly the objects the lines parse to
 //! (they are valid JSON values). Per-line strings, arrays and frees (which
 //! cost more than parsing a small event) stay off the JavaScript thread.
-//! A large event's large string values are decoded here and handed over as
-//! ready-made (external) strings, beside the line's skeleton, so that
-//! `JSON.parse` does not read them again (`bridge_core::lift`).
+//! A large event's large values are prepared here (`bridge_core::lift`):
+//! strings decoded and handed over as ready-made (external) strings, arrays
+//! cut into chunks that JavaScript parses one per event-loop turn, beside
+//! the line's skeleton.
 //!
 //! Two batches at a time at most: the reader thread waits for `ack()`, which
 //! the TypeScript layer calls from `setImmediate` after handling a batch, so
@@ -27,11 +28,11 @@
 //! thread that falls behind stops the reader (backpressure).
 
 use std::io::Read;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 
-use bridge_core::lift::{Lifted, LiftedText, MIN_LIFTED_BYTES};
+use bridge_core::lift::{LiftLimits, Lifted, LiftedContent};
 use bridge_core::reader::{
     spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind,
 };
@@ -48,9 +49,10 @@ const EVENTS: char = 'E'; // the JSON array text of consecutive valid events
 const EVENT: char = 'B'; // one large valid event line
 const INVALID: char = 'I'; // one invalid line; its error at the same index
 const TEXT: char = 'T'; // one stderr line
-const LIFTED: char = 'L'; // a large valid event's skeleton (see bridge_core::lift), then:
-const PATHS: char = 'P'; // the JSON array of the paths of its lifted strings, then
-const STRING: char = 'S'; // each lifted string, in order
+const LIFTED: char = 'L'; // a large valid event's skeleton (see bridge_core::lift), then
+const INDEX: char = 'X'; // the JSON of its lifted values' paths and chunk counts, then
+const STRING: char = 'S'; // each lifted string, or
+const CHUNK: char = 'C'; // each chunk of each lifted array, in order
 
 /// The callback's arguments: part kinds, part texts, decode errors at the
 /// same indices (or `null` when the batch has none), whether the stream
@@ -135,10 +137,51 @@ impl Turn {
     }
 }
 
+/// What a reader is doing, for `isWorking()`: a host that waits for a
+/// backend's output to go quiet must not take the reader's own work, or
+/// batches on their way to JavaScript, for quiet.
+#[derive(Default)]
+struct Activity {
+    /// The reader thread is inside `read()`: waiting for input.
+    waiting_for_input: AtomicBool,
+    /// The reader thread has finished.
+    ended: AtomicBool,
+    /// Batches handed to the thread-safe function, not yet in JavaScript.
+    in_transit: AtomicUsize,
+}
+
+impl Activity {
+    fn working(&self) -> bool {
+        self.in_transit.load(Ordering::Acquire) > 0
+            || !(self.waiting_for_input.load(Ordering::Acquire)
+                || self.ended.load(Ordering::Acquire))
+    }
+}
+
+/// A source whose reads are recorded in an [`Activity`].
+struct Watched<R> {
+    source: R,
+    activity: Arc<Activity>,
+}
+
+impl<R: Read> Read for Watched<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.activity
+            .waiting_for_input
+            .store(true, Ordering::Release);
+        let read = self.source.read(out);
+        self.activity
+            .waiting_for_input
+            .store(false, Ordering::Release);
+        read
+    }
+}
+
 /// Forwards batches to JavaScript; `false` once the consumer is gone.
 struct JsSink {
     callback: Arc<BatchCallback>,
     turn: Arc<Turn>,
+    activity: Arc<Activity>,
 }
 
 impl BatchSink for JsSink {
@@ -147,9 +190,22 @@ impl BatchSink for JsSink {
         if !self.turn.take() {
             return false;
         }
-        self.callback
+        self.activity.in_transit.fetch_add(1, Ordering::AcqRel);
+        let sent = self
+            .callback
             .call(prepared, ThreadsafeFunctionCallMode::Blocking)
-            == Status::Ok
+            == Status::Ok;
+        if !sent {
+            self.activity.in_transit.fetch_sub(1, Ordering::AcqRel);
+        }
+        sent
+    }
+}
+
+impl Drop for JsSink {
+    /// The reader thread ends with its sink.
+    fn drop(&mut self) {
+        self.activity.ended.store(true, Ordering::Release);
     }
 }
 
@@ -203,6 +259,7 @@ pub struct StreamReader {
     /// Pipe mode: the write end, kept until the child has it.
     pipe_writer: Option<std::io::PipeWriter>,
     started: bool,
+    activity: Arc<Activity>,
 }
 
 #[napi]
@@ -212,7 +269,9 @@ impl StreamReader {
     /// the JavaScript thread for every batch, in stream order: `kinds` has
     /// one character per part (`E` a JSON array of consecutive valid events,
     /// `B` one large valid event, `I` one invalid line with its error at the
-    /// same index of `errors`, `T` one stderr line). Call `ack()` after each.
+    /// same index of `errors`, `T` one stderr line, and for a large event
+    /// with values lifted out `L` its skeleton, `X` their index, `S` per
+    /// string, `C` per array chunk). Call `ack()` after each.
     #[napi(
         constructor,
         ts_args_type = "kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void"
@@ -239,19 +298,25 @@ impl StreamReader {
                 "maxLineBytes must be at least 1",
             ));
         }
+        let activity = Arc::new(Activity::default());
+        let received = activity.clone();
         let callback = on_batch
             .build_threadsafe_function::<Prepared>()
             .max_queue_size::<IN_FLIGHT>()
-            .build_callback(|context| Ok(context.value.0))?;
+            .build_callback(move |context| {
+                received.in_transit.fetch_sub(1, Ordering::AcqRel);
+                Ok(context.value.0)
+            })?;
         Ok(StreamReader {
             options: ReaderOptions {
                 max_line_bytes: max_line_bytes as usize,
-                lift_strings_from: Some(MIN_LIFTED_BYTES),
+                lift: Some(LiftLimits::default()),
                 ..ReaderOptions::new(kind)
             },
             callback: Some(callback),
             running: Weak::new(),
             turn: Arc::new(Turn::new()),
+            activity,
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
             pipe_writer: None,
@@ -275,6 +340,11 @@ impl StreamReader {
         let sink = JsSink {
             callback,
             turn: self.turn.clone(),
+            activity: self.activity.clone(),
+        };
+        let source = Watched {
+            source,
+            activity: self.activity.clone(),
         };
         spawn_reader(source, self.options.clone(), sink)?;
         Ok(())
@@ -346,6 +416,15 @@ impl StreamReader {
     #[napi(catch_unwind)]
     pub fn ack(&self) {
         self.turn.give(false);
+    }
+
+    /// Whether the reader is busy with input: reading and judging lines, or
+    /// holding batches JavaScript has not received yet (not while it waits
+    /// for input, nor once it has ended). A host waiting for the output to
+    /// go quiet should not count such time as quiet.
+    #[napi]
+    pub fn is_working(&self) -> bool {
+        self.started && self.activity.working()
     }
 
     /// Bytes pushed but not read yet.
@@ -423,18 +502,29 @@ fn batch_args(batch: Batch) -> BatchArgs {
                 ..
             } => {
                 close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
-                let paths = lifted.paths_json();
-                let Lifted { skeleton, strings } = *lifted;
+                let index = lifted.index_json();
+                let Lifted { skeleton, values } = *lifted;
                 kinds.push(LIFTED);
                 parts.push(LineText::prepare(skeleton));
-                kinds.push(PATHS);
-                parts.push(LineText::prepare(paths));
-                for string in strings {
-                    kinds.push(STRING);
-                    parts.push(match string.text {
-                        LiftedText::Latin1(bytes) => LineText::Latin1(bytes),
-                        LiftedText::Utf16(units) => LineText::Utf16(units),
-                    });
+                kinds.push(INDEX);
+                parts.push(LineText::prepare(index));
+                for value in values {
+                    match value.content {
+                        LiftedContent::Latin1(bytes) => {
+                            kinds.push(STRING);
+                            parts.push(LineText::Latin1(bytes));
+                        }
+                        LiftedContent::Utf16(units) => {
+                            kinds.push(STRING);
+                            parts.push(LineText::Utf16(units));
+                        }
+                        LiftedContent::Chunks(chunks) => {
+                            for chunk in chunks {
+                                kinds.push(CHUNK);
+                                parts.push(LineText::prepare(chunk));
+                            }
+                        }
+                    }
                 }
             }
             Item::Event { line, .. } => {

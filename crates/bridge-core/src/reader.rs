@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 
 use crate::decode::{validate_event_line, DecodeError, EventType};
 use crate::framer::{Frame, LineFramer, DEFAULT_MAX_LINE_BYTES};
-use crate::lift::{validate_and_lift, Lifted};
+use crate::lift::{validate_and_lift, LiftLimits, Lifted};
 
 /// What a stream carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +29,8 @@ pub enum StreamKind {
 /// One framed line, judged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
-    /// A valid event line; parsing it gives the event. `lifted` holds its
-    /// large strings cut out, when the options ask for that (see
+    /// A valid event line; parsing it gives the event. `lifted` holds it
+    /// with its large values cut out, when the options ask for that (see
     /// [`crate::lift`]).
     Event {
         line: String,
@@ -92,9 +92,9 @@ pub struct ReaderOptions {
     /// …or this many bytes of lines, even if more input is at hand.
     pub max_batch_bytes: usize,
     /// Valid event lines of at least [`LIFT_FROM_LINE_BYTES`] get their
-    /// string values of at least this many bytes lifted (for JavaScript
-    /// hosts; `None`, the default, lifts nothing).
-    pub lift_strings_from: Option<usize>,
+    /// large values lifted out (for JavaScript hosts; `None`, the default,
+    /// lifts nothing).
+    pub lift: Option<LiftLimits>,
 }
 
 /// Only lines this long are worth lifting strings from.
@@ -107,7 +107,7 @@ impl ReaderOptions {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             max_batch_items: 1024,
             max_batch_bytes: 4 * 1024 * 1024,
-            lift_strings_from: None,
+            lift: None,
         }
     }
 }
@@ -190,9 +190,9 @@ where
 fn judge(frame: Frame, options: &ReaderOptions) -> Item {
     match (frame, options.kind) {
         (Frame::Line(line), StreamKind::Events) => {
-            let (verdict, lifted) = match options.lift_strings_from {
-                Some(min_bytes) if line.len() >= LIFT_FROM_LINE_BYTES => {
-                    validate_and_lift(&line, min_bytes)
+            let (verdict, lifted) = match options.lift {
+                Some(limits) if line.len() >= LIFT_FROM_LINE_BYTES => {
+                    validate_and_lift(&line, limits)
                 }
                 _ => (validate_event_line(&line), None),
             };
