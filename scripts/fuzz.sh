@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the core with cargo-fuzz (libFuzzer): framer, validator (raw and
-# structure-aware) and command encoder, each for a bounded time.
+# structure-aware), command encoder and large-value lifting, each for a
+# bounded time.
 #
 #   bash scripts/fuzz.sh [seconds per target, default 60] [target ...]
 #
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(framer validator validator_structured command)
+[ ${#targets[@]} -gt 0 ] || targets=(framer validator validator_structured command lift)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet
@@ -23,7 +24,7 @@ fi
 fuzz=crates/bridge-core/fuzz
 corpus="$fuzz/corpus"
 # Seed corpora (regenerated each time; libFuzzer adds what it finds).
-mkdir -p "$corpus"/{framer,validator,validator_structured,command}
+mkdir -p "$corpus"/{framer,validator,validator_structured,command,lift}
 python3 - "$corpus" <<'PY'
 import glob, hashlib, json, os, sys
 corpus = sys.argv[1]
@@ -37,6 +38,7 @@ for path in glob.glob("tests/fixtures/recorded/*.ndjson"):
     for line in raw.split(b"\n"):
         if line and len(line) < 20000:
             put("validator", line)
+            put("lift", line)
 examples = json.load(open("tests/fixtures/protocol-examples.json", encoding="utf-8"))
 for example in examples["valid"] + examples["invalid"]:
     put("validator", example["line"].encode())
