@@ -130,6 +130,21 @@ describe("large strings lifted out of large events", () => {
     });
   }
 
+  it("leaves a line nested 1.5 million deep whole, and delivers it", async () => {
+    const depth = 1_500_000; // 3 MB of brackets: the reader looks for arrays to cut
+    const line = lineWith(`{"s":"${big("x")}","deep":${"[".repeat(depth)}${"]".repeat(depth)}}`);
+    const { events, errors } = await deliver([line]);
+    expect(errors).toEqual([]);
+    expect(events).toHaveLength(1);
+    let value = (events[0] as unknown as { final_output: { deep: unknown[] } }).final_output.deep;
+    let levels = 0;
+    while (Array.isArray(value) && value.length === 1) {
+      value = value[0] as unknown[];
+      levels++;
+    }
+    expect(levels + 1).toBe(depth);
+  });
+
   it("lets the event loop turn while a large array is parsed, and keeps stream order", async () => {
     const shutdown = (ts: number) => `{"protocol_version":"1.0","type":"shutdown","ts":${ts}}`;
     const large = lineWith(JSON.stringify({ files: files(40_000) }));

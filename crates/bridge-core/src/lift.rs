@@ -57,6 +57,10 @@ impl Default for LiftLimits {
 /// At most this many values are lifted from one line; the rest stay.
 const MAX_LIFTED: usize = 1024;
 
+/// Lines nested deeper than this are left whole: the scan keeps a frame per
+/// open container, and a hostile line may nest millions deep.
+const MAX_DEPTH: usize = 1024;
+
 /// The text every marker starts with, as JSON string content.
 pub const MARKER_PREFIX: &str = "\\u0000lifted:";
 
@@ -184,6 +188,7 @@ pub fn lift_large_values(line: &str, limits: LiftLimits) -> Option<Lifted> {
     let mut i = 0;
     while i < src.len() {
         match src[i] {
+            b'{' | b'[' if open.len() == MAX_DEPTH => return None,
             b'{' => {
                 open.push(Open::Object {
                     key: (0, 0),
@@ -484,6 +489,22 @@ mod tests {
         assert_eq!(lifted.values.len(), 1);
         assert_eq!(lifted.values[0].path, [PathStep::Key("b".into())]);
         assert!(lifted.skeleton.starts_with(r#"{"\ud800":"long text","#));
+    }
+
+    #[test]
+    fn deeply_nested_lines_are_left_whole() {
+        let deep = format!(
+            r#"{{"a":"long text","b":{}{}}}"#,
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        assert_eq!(lift_large_values(&deep, SMALL), None);
+        let shallower = format!(
+            r#"{{"a":"long text","b":{}{}}}"#,
+            "[".repeat(MAX_DEPTH - 2),
+            "]".repeat(MAX_DEPTH - 2)
+        );
+        assert!(lift_large_values(&shallower, SMALL).is_some());
     }
 
     #[test]
