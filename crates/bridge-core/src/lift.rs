@@ -57,6 +57,9 @@ impl Default for LiftLimits {
 /// At most this many values are lifted from one line; the rest stay.
 const MAX_LIFTED: usize = 1024;
 
+/// Values under a key longer than this (in JSON text) are not lifted.
+const MAX_PATH_KEY_BYTES: usize = 4096;
+
 /// Lines nested deeper than this are left whole: the scan keeps a frame per
 /// open container, and a hostile line may nest millions deep.
 const MAX_DEPTH: usize = 1024;
@@ -321,13 +324,18 @@ fn cut_array(line: &str, start: usize, end: usize, cuts: &[usize]) -> Vec<String
 }
 
 /// The path to the value being read; `None` if a key on it holds an
-/// unpaired surrogate escape (it has no exact Rust `String` form).
+/// unpaired surrogate escape (it has no exact Rust `String` form) or is
+/// longer than [`MAX_PATH_KEY_BYTES`].
 fn path_of(src: &[u8], open: &[Open]) -> Option<Vec<PathStep>> {
     open.iter()
         .map(|step| match *step {
             Open::Object {
                 key: (start, end), ..
             } => {
+                // Each lifted value decodes its keys anew: bound that work.
+                if end - start > MAX_PATH_KEY_BYTES {
+                    return None;
+                }
                 let (key, lone) = decode_string_content(&src[start..end]);
                 lone.is_none().then_some(PathStep::Key(key))
             }
@@ -489,6 +497,15 @@ mod tests {
         assert_eq!(lifted.values.len(), 1);
         assert_eq!(lifted.values[0].path, [PathStep::Key("b".into())]);
         assert!(lifted.skeleton.starts_with(r#"{"\ud800":"long text","#));
+    }
+
+    #[test]
+    fn values_under_very_long_keys_are_not_lifted() {
+        let long_key = "k".repeat(MAX_PATH_KEY_BYTES + 1);
+        let line = format!(r#"{{"{long_key}":{{"a":"long text"}},"b":"long text"}}"#);
+        let lifted = lift(&line).unwrap();
+        assert_eq!(lifted.values.len(), 1);
+        assert_eq!(lifted.values[0].path, [PathStep::Key("b".into())]);
     }
 
     #[test]
