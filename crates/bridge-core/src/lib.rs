@@ -4,9 +4,13 @@
 //! over NDJSON (see PROTOCOL.md in the repository's design notes). This crate
 //! holds everything about that conversation that does not depend on
 //! JavaScript: strict event validation with the reference host's exact
-//! errors ([`validate_event_line`], [`DecodeError`]), command encoding
-//! ([`command`]), and protocol constants. The Node.js addon is a thin
-//! binding over it; a Rust program can use it directly.
+//! errors ([`validate_event_line`], [`DecodeError`]; it remembers the shapes
+//! of recently accepted lines, so that a stream's repeated shapes are judged
+//! cheaply), command encoding ([`command`]), framing and off-thread reading
+//! of a backend's output ([`framer`], [`reader`]), cutting large values out
+//! of large lines for hosts that parse on a busy thread ([`lift`]), and
+//! protocol constants. The Node.js addon is a thin binding over it; a Rust
+//! program can use it directly.
 
 pub mod json;
 pub mod schema;
