@@ -1,9 +1,11 @@
 /**
- * Large string values of large events are lifted out by the native reader
- * (bridge_core::lift) and put back after the skeleton is parsed. Whatever
- * the line, the event delivered must be exactly `JSON.parse(line)`: same
- * keys in the same order, `__proto__` as an own key, duplicate keys
- * last-wins, unpaired surrogates kept, and the same prototypes.
+ * Large values of large events are lifted out by the native reader
+ * (bridge_core::lift): strings decoded off the JavaScript thread, arrays cut
+ * into chunks parsed one per event-loop turn; both are put back after the
+ * skeleton is parsed. Whatever the line, the event delivered must be
+ * exactly `JSON.parse(line)`: same keys in the same order, `__proto__` as an
+ * own key, duplicate keys last-wins, unpaired surrogates kept, the same
+ * prototypes, and stream order.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -58,7 +60,7 @@ async function deliver(lines: string[]): Promise<{ events: BridgeEvent[]; errors
 
 const big = (fill: string, size = BIG) => fill.repeat(Math.ceil(size / fill.length));
 
-describe("large strings lifted out of large events", () => {
+describe("large values lifted out of large events", () => {
   const cases: [string, string][] = [
     ["one large string value", lineWith(JSON.stringify(big("x")))],
     ["escapes of every kind", lineWith(JSON.stringify(`a\n\t\r\b\f"\\/\u0001${big("é")}`))],
