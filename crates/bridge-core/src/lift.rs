@@ -27,7 +27,7 @@
 //! with U+0000 (written `\u0000` in JSON text) when values are lifted from
 //! it, so a marker can never be mistaken for the line's own data.
 
-use crate::json::text::string_end;
+use crate::json::text::{decode_string_units, string_end};
 use crate::json::{decode_string_content, HoleKind, TextCursor};
 use crate::{DecodeError, EventType};
 
@@ -353,7 +353,7 @@ fn decode_for_engine(raw: &[u8]) -> LiftedContent {
         }
         let mut out = Vec::with_capacity(raw.len());
         let mut fits = true;
-        decode_escapes(raw, |unit| match u8::try_from(unit) {
+        decode_string_units(raw, |unit| match u8::try_from(unit) {
             Ok(byte) => out.push(byte),
             Err(_) => fits = false,
         });
@@ -362,46 +362,8 @@ fn decode_for_engine(raw: &[u8]) -> LiftedContent {
         }
     }
     let mut out = Vec::with_capacity(raw.len());
-    decode_escapes(raw, |unit| out.push(unit));
+    decode_string_units(raw, |unit| out.push(unit));
     LiftedContent::Utf16(out)
-}
-
-/// Calls `emit` with each UTF-16 code unit of a valid JSON string's content.
-fn decode_escapes(raw: &[u8], mut emit: impl FnMut(u16)) {
-    let mut i = 0;
-    while i < raw.len() {
-        let plain_end = raw[i..]
-            .iter()
-            .position(|&b| b == b'\\')
-            .map_or(raw.len(), |p| i + p);
-        // Valid JSON text is valid UTF-8 and escapes start at ASCII bytes.
-        let plain = std::str::from_utf8(&raw[i..plain_end]).unwrap_or_default();
-        plain.encode_utf16().for_each(&mut emit);
-        i = plain_end;
-        if i >= raw.len() {
-            break;
-        }
-        let unit = match raw.get(i + 1) {
-            Some(b'u') => {
-                let hex = std::str::from_utf8(&raw[i + 2..i + 6]).unwrap_or("0");
-                i += 6;
-                u16::from_str_radix(hex, 16).unwrap_or(0)
-            }
-            Some(&escape) => {
-                i += 2;
-                match escape {
-                    b'b' => 0x08,
-                    b'f' => 0x0C,
-                    b'n' => 0x0A,
-                    b'r' => 0x0D,
-                    b't' => 0x09,
-                    other => u16::from(other), // `"`, `\` and `/`
-                }
-            }
-            None => break,
-        };
-        emit(unit);
-    }
 }
 
 #[cfg(test)]

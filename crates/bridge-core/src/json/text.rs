@@ -763,69 +763,86 @@ fn find_string_special(src: &[u8], mut i: usize) -> usize {
 /// quotes). Returns the text, with each unpaired surrogate escape replaced by
 /// U+FFFD, and the first unpaired surrogate found, if any.
 pub fn decode_string_content(raw: &[u8]) -> (String, Option<u16>) {
-    let mut out = String::with_capacity(raw.len());
+    if !raw.contains(&b'\\') {
+        // Valid JSON text is valid UTF-8.
+        return (String::from_utf8_lossy(raw).into_owned(), None);
+    }
+    let mut units = Vec::with_capacity(raw.len());
+    decode_string_units(raw, |unit| units.push(unit));
     let mut lone = None;
+    let text = char::decode_utf16(units)
+        .map(|c| {
+            c.unwrap_or_else(|error| {
+                lone.get_or_insert(error.unpaired_surrogate());
+                char::REPLACEMENT_CHARACTER
+            })
+        })
+        .collect();
+    (text, lone)
+}
+
+/// Calls `emit` with each UTF-16 code unit of the content of a syntactically
+/// valid JSON string (without its quotes): the units `JSON.parse` gives,
+/// unpaired surrogates included.
+pub(crate) fn decode_string_units(raw: &[u8], mut emit: impl FnMut(u16)) {
     let mut i = 0;
-    let hex4 = |at: usize| -> u16 {
-        let digits = std::str::from_utf8(&raw[at..at + 4]).unwrap_or("0000");
-        u16::from_str_radix(digits, 16).unwrap_or(0)
-    };
     while i < raw.len() {
         let plain_end = raw[i..]
             .iter()
             .position(|&b| b == b'\\')
             .map_or(raw.len(), |p| i + p);
-        out.push_str(&String::from_utf8_lossy(&raw[i..plain_end]));
+        // Valid JSON text is valid UTF-8 and escapes start at ASCII bytes.
+        let plain = std::str::from_utf8(&raw[i..plain_end]).unwrap_or_default();
+        plain.encode_utf16().for_each(&mut emit);
         i = plain_end;
         if i >= raw.len() {
             break;
         }
-        let escape = raw[i + 1];
-        i += 2;
-        let simple = match escape {
-            b'"' => Some('"'),
-            b'\\' => Some('\\'),
-            b'/' => Some('/'),
-            b'b' => Some('\u{8}'),
-            b'f' => Some('\u{c}'),
-            b'n' => Some('\n'),
-            b'r' => Some('\r'),
-            b't' => Some('\t'),
-            _ => None,
-        };
-        if let Some(c) = simple {
-            out.push(c);
-            continue;
-        }
-        let unit = hex4(i);
-        i += 4;
-        match unit {
-            0xD800..=0xDBFF => {
-                let low = (raw.get(i) == Some(&b'\\')
-                    && raw.get(i + 1) == Some(&b'u')
-                    && i + 6 <= raw.len())
-                .then(|| hex4(i + 2))
-                .filter(|u| (0xDC00..=0xDFFF).contains(u));
-                match low {
-                    Some(low) => {
-                        let c = 0x10000
-                            + ((u32::from(unit) - 0xD800) << 10)
-                            + (u32::from(low) - 0xDC00);
-                        out.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
-                        i += 6;
-                    }
-                    None => {
-                        lone.get_or_insert(unit);
-                        out.push('\u{FFFD}');
-                    }
+        let unit = match raw.get(i + 1) {
+            Some(b'u') => {
+                let hex = std::str::from_utf8(&raw[i + 2..i + 6]).unwrap_or("0");
+                i += 6;
+                u16::from_str_radix(hex, 16).unwrap_or(0)
+            }
+            Some(&escape) => {
+                i += 2;
+                match escape {
+                    b'b' => 0x08,
+                    b'f' => 0x0C,
+                    b'n' => 0x0A,
+                    b'r' => 0x0D,
+                    b't' => 0x09,
+                    other => u16::from(other), // `"`, `\` and `/`
                 }
             }
-            0xDC00..=0xDFFF => {
-                lone.get_or_insert(unit);
-                out.push('\u{FFFD}');
-            }
-            _ => out.push(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}')),
-        }
+            None => break,
+        };
+        emit(unit);
     }
-    (out, lone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_string_content;
+
+    #[test]
+    fn string_content_decodes_escapes_pairs_and_unpaired_surrogates() {
+        let decode = |raw: &str| decode_string_content(raw.as_bytes());
+        assert_eq!(decode("plain é"), ("plain é".into(), None));
+        assert_eq!(
+            decode(r#"a\"\\\/\b\f\n\r\t\u00e9"#),
+            ("a\"\\/\u{8}\u{c}\n\r\té".into(), None)
+        );
+        assert_eq!(decode(r"\ud83d\ude00!"), ("😀!".into(), None));
+        assert_eq!(decode(r"x\ud83dy"), ("x\u{fffd}y".into(), Some(0xD83D)));
+        assert_eq!(decode(r"\ud83d\u0041"), ("\u{fffd}A".into(), Some(0xD83D)));
+        assert_eq!(
+            decode(r"\ude00\ud800"),
+            ("\u{fffd}\u{fffd}".into(), Some(0xDE00))
+        );
+        assert_eq!(
+            decode(r"\ud800\ud83d\ude00"),
+            ("\u{fffd}😀".into(), Some(0xD800))
+        );
+    }
 }
