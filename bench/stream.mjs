@@ -167,11 +167,12 @@ function consumer(run) {
 
 /** Ours: spawnBridgeProcess; completion is onExit. */
 function runOurs(file, writerArgs = []) {
+  const [command, args] = writer(file, writerArgs);
   return new Promise((resolve, reject) => {
     const run = startRun();
     const { stats, onEvent, onDecodeError, onStderr } = consumer(run);
     spawnBridgeProcess(
-      { command: writer(file, writerArgs)[0], args: writer(file, writerArgs)[1] },
+      { command, args },
       {
         onEvent,
         onDecodeError,
@@ -191,10 +192,11 @@ function runOurs(file, writerArgs = []) {
  * 'exit', whichever comes last.
  */
 function runBaseline(file, writerArgs = []) {
+  const [command, args] = writer(file, writerArgs);
   return new Promise((resolve, reject) => {
     const run = startRun();
     const { stats, onEvent, onDecodeError, onStderr } = consumer(run);
-    const child = spawn(...writer(file, writerArgs), { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
     run.spawned();
     let pending = 3;
     let code = null;
