@@ -1,31 +1,7 @@
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { describe, it, expect } from "vitest";
 
 import { ZodBridgeDecodeError, zodDecodeBridgeEventLine } from "../bench/zod-baseline";
-
-interface ValidExample {
-  name: string;
-  line: string;
-}
-
-interface InvalidExample {
-  id: string;
-  name: string;
-  line: string;
-  message: string;
-  messageIsPrefix: boolean;
-  fields: string[];
-}
-
-interface ProtocolExamples {
-  valid: ValidExample[];
-  invalid: InvalidExample[];
-}
-
-const examples = JSON.parse(
-  readFileSync(fileURLToPath(new URL("../tests/fixtures/protocol-examples.json", import.meta.url)), "utf8"),
-) as ProtocolExamples;
+import { examples } from "./helpers";
 
 /** Decode and return the thrown ZodBridgeDecodeError (fails the test if nothing / something else is thrown). */
 function decodeError(line: string): ZodBridgeDecodeError {
