@@ -12,6 +12,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import type {
   AgentSession,
+  ApprovalRequestPayload,
   AgentSessionOptions,
   BridgeEvent,
   BridgeProcessCallbacks,
@@ -436,19 +437,7 @@ function toolCall(id: string, name: string, args: string) {
   return { id, type: "function", function: { name, arguments: args } };
 }
 
-export const APPROVAL_REQUEST: {
-  tool_name: string;
-  operation: string;
-  cwd: string;
-  path: string | null;
-  command: string | null;
-  skill_name: string | null;
-  reason: string | null;
-  run_id: string | null;
-  agent_name: string | null;
-  tool_call_id: string | null;
-  metadata: Record<string, unknown>;
-} = {
+export const APPROVAL_REQUEST: ApprovalRequestPayload = {
   tool_name: "write",
   operation: "create_file",
   cwd: "/srv/app",
