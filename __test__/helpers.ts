@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 
 export const repoRoot = join(__dirname, "..");
@@ -22,3 +23,34 @@ export const examples: {
   invalid: InvalidExample[];
   encodedCommands: string[];
 } = JSON.parse(readFileSync(join(repoRoot, "tests/fixtures/protocol-examples.json"), "utf8"));
+
+const hostileLines = createRequire(__filename)("./fixtures/hostile-lines.js") as {
+  runHost(config: object, timeoutMs: number): Promise<unknown>;
+  figure(name: string, data: unknown): void;
+};
+
+/** What fixtures/hostile-writer.js reports having written. */
+export interface WriterSummary {
+  stdoutBytes: number;
+  stdoutLines: number;
+  stderrBytes: number;
+  stderrLines: number;
+}
+
+/** What every scenario run in fixtures/hostile-host.js reports. */
+export interface HostResult {
+  elapsedMs: number;
+  /** VmRSS once the package was loaded, VmHWM (peak) and VmRSS at the end, kB. */
+  startKb: number;
+  peakKb: number;
+  endKb: number;
+  peakReset: boolean;
+  problems: string[];
+  exit: { code: number | null; signal: string | null; summary: WriterSummary; stderrLines: number };
+}
+
+/** Runs one scenario in fixtures/hostile-host.js, its own process (see runHost there). */
+export const runHost = <T>(config: object, timeoutMs: number) => hostileLines.runHost(config, timeoutMs) as Promise<T & HostResult>;
+
+/** Prints a measured figure for RELIABILITY.md (a `FIGURE` line). */
+export const figure = hostileLines.figure;

@@ -29,6 +29,7 @@ import {
   type BridgeEvent,
   type BridgeProcessCallbacks,
 } from "../lib/index";
+import { figure, runHost as host, type HostResult, type WriterSummary } from "./helpers";
 
 const requireFixture = createRequire(__filename);
 const fixtures = join(__dirname, "fixtures");
@@ -54,19 +55,8 @@ const L = requireFixture("./fixtures/hostile-lines.js") as {
   stderrRecords(name: string): HostileRecord[];
   expectedText(record: HostileRecord, maxLineBytes: number): string;
   StreamChecker: new (records: Iterable<HostileRecord>, options: { decode: (line: string) => unknown; maxLineBytes?: number }) => StreamChecker;
-  runHost(config: object, timeoutMs: number): Promise<unknown>;
-  figure(name: string, data: unknown): void;
 };
 
-/** Runs one scenario in fixtures/hostile-host.js (its own process); see runHost. */
-const host = <T>(config: object, timeoutMs: number) => L.runHost(config, timeoutMs) as Promise<T & HostResult>;
-
-interface WriterSummary {
-  stdoutBytes: number;
-  stdoutLines: number;
-  stderrBytes: number;
-  stderrLines: number;
-}
 
 /**
  * Runs hostile-writer.js with the records of scenario `name` and checks every
@@ -93,16 +83,6 @@ function runRecords(name: string, params: Record<string, unknown> = {}, maxLineB
   });
 }
 
-interface HostResult {
-  elapsedMs: number;
-  /** VmRSS once the package was loaded, VmHWM (peak) and VmRSS at the end, kB. */
-  startKb: number;
-  peakKb: number;
-  endKb: number;
-  peakReset: boolean;
-  problems: string[];
-  exit: { code: number | null; signal: string | null; summary: WriterSummary; stderrLines: number };
-}
 
 const MiB = 1024 * 1024;
 
@@ -125,7 +105,7 @@ describe("hostile stdout through a real pipe: every line accounted for, in order
   ];
   it.each(cases)("%s %j", async (name, params, counts) => {
     const { check, summary, exit } = await runRecords(name, params);
-    L.figure(`hostile ${name} ${JSON.stringify(params)}`, { lines: check.lines, events: check.events, errors: check.errors });
+    figure(`hostile ${name} ${JSON.stringify(params)}`, { lines: check.lines, events: check.events, errors: check.errors });
     expect(check.problems).toEqual([]);
     expect(exit).toEqual([0, null]);
     expect(check.lines).toBe(summary.stdoutLines);
@@ -147,7 +127,7 @@ describe("hostile stdout through a real pipe: every line accounted for, in order
 
   it("100,000 levels of nesting in open and in checked fields: no stack overflow, exact outcomes", async () => {
     const { check, exit } = await runRecords("nesting", { depth: 100_000 });
-    L.figure("hostile nesting", { lines: check.lines, events: check.events, errors: check.errors });
+    figure("hostile nesting", { lines: check.lines, events: check.events, errors: check.errors });
     expect(check.problems).toEqual([]);
     expect(exit).toEqual([0, null]);
     expect({ events: check.events, errors: check.errors }).toEqual({ events: 8, errors: 9 });
@@ -155,7 +135,7 @@ describe("hostile stdout through a real pipe: every line accounted for, in order
 
   it("a flood of 100,000 random valid and invalid lines: each valid event once and in order, each bad line reported once", async () => {
     const { check, summary, exit } = await runRecords("flood", { count: 100_000, seed: 20261130 });
-    L.figure("hostile flood", { lines: check.lines, events: check.events, errors: check.errors, invalidLines: check.invalidLines });
+    figure("hostile flood", { lines: check.lines, events: check.events, errors: check.errors, invalidLines: check.invalidLines });
     expect(check.problems).toEqual([]);
     expect(exit).toEqual([0, null]);
     expect(check.lines).toBe(100_000);
@@ -179,7 +159,7 @@ describe("hostile stdout through a real pipe: every line accounted for, in order
   ];
   it.each(variants)("a line that never ends before EOF: %s", async (variant, maxLineBytes, counts) => {
     const { check, exit } = await runRecords("unterminated", { variant }, maxLineBytes);
-    L.figure(`hostile unterminated ${variant}`, { lines: check.lines, events: check.events, errors: check.errors });
+    figure(`hostile unterminated ${variant}`, { lines: check.lines, events: check.events, errors: check.errors });
     expect(check.problems).toEqual([]);
     expect(exit).toEqual([0, null]);
     expect({ events: check.events, errors: check.errors }).toEqual(counts);
@@ -229,7 +209,7 @@ describe("heavy hostile streams, in a separate host process: bounded memory", ()
       { scenario: "long-line", params: { before: 10, bytes, after: 10 } },
       60_000,
     );
-    L.figure("hostile 300 MB line, default limit", summarize(r));
+    figure("hostile 300 MB line, default limit", summarize(r));
     expect(r.problems).toEqual([]);
     expect(r.exit.code).toBe(0);
     expect(r.events).toBe(20);
@@ -249,7 +229,7 @@ describe("heavy hostile streams, in a separate host process: bounded memory", ()
       { scenario: "long-line", params: { before: 10, bytes, after: 10 } },
       60_000,
     );
-    L.figure("hostile valid 250 MB line", summarize(r));
+    figure("hostile valid 250 MB line", summarize(r));
     expect(r.problems).toEqual([]);
     expect(r.events).toBe(20);
     expect(r.big).toEqual({ afterEvents: 10, promptLength: bytes - 64, allX: true });
@@ -264,7 +244,7 @@ describe("heavy hostile streams, in a separate host process: bounded memory", ()
       { scenario: "long-line", params: { before: 10, bytes, after: 10 }, maxLineBytes: 16 * MiB },
       60_000,
     );
-    L.figure("hostile 300 MB line, limit 16 MiB", summarize(r));
+    figure("hostile 300 MB line, limit 16 MiB", summarize(r));
     expect(r.problems).toEqual([]);
     expect(r.events).toBe(20);
     expect(r.errors.map((e) => e.message)).toEqual([`Bridge event line exceeds the maximum line size: ${bytes} bytes (limit ${16 * MiB} bytes).`]);
@@ -274,7 +254,7 @@ describe("heavy hostile streams, in a separate host process: bounded memory", ()
   it("10 million tiny lines (an event every 1,000th): every line accounted for, bounded memory", async () => {
     const lines = 10_000_000;
     const r = await host<{ lines: number; events: number; errors: number; invalidLines: number }>({ scenario: "tiny", params: { lines, every: 1000 } }, 110_000);
-    L.figure("hostile 10M tiny lines", summarize(r));
+    figure("hostile 10M tiny lines", summarize(r));
     expect(r.problems).toEqual([]);
     expect(r.exit.code).toBe(0);
     expect(r.exit.summary.stdoutLines).toBe(lines);
@@ -292,7 +272,7 @@ describe("heavy hostile streams, in a separate host process: bounded memory", ()
       { scenario: "stderr-flood", params: { bytes: 200_000_000, lineBytes: 1000, events: 1000 } },
       60_000,
     );
-    L.figure("hostile 200 MB stderr", summarize(r));
+    figure("hostile 200 MB stderr", summarize(r));
     expect(r.problems).toEqual([]);
     expect(r.exit.code).toBe(0);
     expect(r.events).toBe(1000);

@@ -15,24 +15,9 @@
  * Each host must also exit by itself once its scenario is over (nothing may
  * keep its event loop alive). RELIABILITY.md has the figures.
  */
-import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
+import { figure, runHost as host } from "./helpers";
 
-const L = createRequire(__filename)("./fixtures/hostile-lines.js") as {
-  runHost(config: object, timeoutMs: number): Promise<unknown>;
-  figure(name: string, data: unknown): void;
-};
-
-interface HostResult {
-  elapsedMs: number;
-  startKb: number;
-  peakKb: number;
-  endKb: number;
-  peakReset: boolean;
-  problems: string[];
-  exit: { code: number | null; signal: string | null; summary: { stdoutBytes: number; stdoutLines: number } };
-}
-const host = <T>(config: object, timeoutMs: number) => L.runHost(config, timeoutMs) as Promise<T & HostResult>;
 const MiBof = (kb: number) => +(kb / 1024).toFixed(1);
 const MiB = 1024 * 1024;
 
@@ -49,7 +34,7 @@ describe.runIf(process.platform === "linux")("resource bounds", () => {
       { scenario: "cycle", params: { count: 500, warmup: 10 } },
       90_000,
     );
-    L.figure("resources 500 backends", { before: r.before, after: r.after, alivePids: r.alivePids, cycleMs: r.cycleMs, msPerBackend: r.msPerBackend, rssGrowthMiB: MiBof(r.after.rssKb - r.before.rssKb), peakMiB: MiBof(r.peakKb) });
+    figure("resources 500 backends", { before: r.before, after: r.after, alivePids: r.alivePids, cycleMs: r.cycleMs, msPerBackend: r.msPerBackend, rssGrowthMiB: MiBof(r.after.rssKb - r.before.rssKb), peakMiB: MiBof(r.peakKb) });
     // Every backend: ready, shutdown, finalize, exit(0) — checked in the host.
     expect(r.problems).toEqual([]);
     expect(r.count).toBe(500);
@@ -70,7 +55,7 @@ describe.runIf(process.platform === "linux")("resource bounds", () => {
       { scenario: "events", params: { bytes, mix: "mixed" } },
       110_000,
     );
-    L.figure("resources 1 GB stream", { events: r.events, types: r.types, elapsedMs: r.elapsedMs, mbPerSecond: r.mbPerSecond, eventsPerSecond: r.eventsPerSecond, startMiB: MiBof(r.startKb), peakMiB: MiBof(r.peakKb), peakOverStartMiB: MiBof(r.peakKb - r.startKb), peakReset: r.peakReset });
+    figure("resources 1 GB stream", { events: r.events, types: r.types, elapsedMs: r.elapsedMs, mbPerSecond: r.mbPerSecond, eventsPerSecond: r.eventsPerSecond, startMiB: MiBof(r.startKb), peakMiB: MiBof(r.peakKb), peakOverStartMiB: MiBof(r.peakKb - r.startKb), peakReset: r.peakReset });
     expect(r.problems).toEqual([]);
     expect(r.exit.code).toBe(0);
     expect(r.errors).toBe(0);
@@ -87,7 +72,7 @@ describe.runIf(process.platform === "linux")("resource bounds", () => {
       90_000,
     );
     const written = r.samples.map((s) => s.writtenBytes);
-    L.figure("resources 10 s stall", {
+    figure("resources 10 s stall", {
       writtenAtStallStart: written[0],
       writtenAt1s: r.samples.find((s) => s.ms >= 1000)?.writtenBytes,
       writtenAtStallEnd: written.at(-1),
