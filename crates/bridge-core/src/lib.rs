@@ -15,8 +15,10 @@
 pub mod json;
 pub mod schema;
 
+pub mod batch;
 pub mod command;
 mod decode;
+mod error;
 pub mod framer;
 pub mod lift;
 mod memo;
@@ -24,5 +26,7 @@ pub mod reader;
 mod validate;
 mod version;
 
-pub use decode::{validate_event, validate_event_line, DecodeError, EventType};
+pub use decode::{validate_event, validate_event_line, validate_event_text};
+pub use error::{DecodeError, DecodeErrorKind};
+pub use schema::EventType;
 pub use version::{is_supported_protocol_version, PROTOCOL_MAJOR, PROTOCOL_VERSION};
