@@ -14,6 +14,8 @@ export interface InvalidExample {
   line: string;
   message: string;
   messageIsPrefix: boolean;
+  /** The `BridgeDecodeError.code` (the core's `DecodeErrorKind::code`). */
+  code: string;
   fields: string[];
 }
 

@@ -59,5 +59,6 @@ fn every_invalid_example_gives_the_reference_error() {
         }
         let fields: Vec<String> = serde_json::from_value(example["fields"].clone()).unwrap();
         assert_eq!(error.fields, fields, "{id}");
+        assert_eq!(error.code(), example["code"].as_str().unwrap(), "{id}");
     }
 }

@@ -3,7 +3,7 @@
  * become `TextChunk`s, coalesced or immediate, with exactly one `done: true`
  * chunk per segment.
  */
-import type { TextChunk } from "./session-types";
+import type { TextChunk } from "./types";
 
 export type TextStream = "assistant" | "reasoning";
 

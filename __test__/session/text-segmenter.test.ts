@@ -3,8 +3,8 @@
  * segmentation"), with vitest's fake timers for the 120 ms coalescing timer.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { TextSegmenter, type TextStream } from "../lib/session-text";
-import type { TextChunk } from "../lib/index";
+import { TextSegmenter, type TextStream } from "../../lib/session/text";
+import type { TextChunk } from "../../lib/index";
 
 interface Delivered extends TextChunk {
   stream: TextStream;
