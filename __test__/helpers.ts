@@ -19,7 +19,7 @@ export interface InvalidExample {
   fields: string[];
 }
 
-/** The worked examples of PROTOCOL.md §10, shared with the Rust tests. */
+/** The worked examples of docs/protocol.md §10, shared with the Rust tests. */
 export const examples: {
   valid: ValidExample[];
   invalid: InvalidExample[];

@@ -1,5 +1,5 @@
 /**
- * The codec (PROTOCOL.md §9.1): strict decoding of event lines and checked
+ * The codec (docs/protocol.md §9.1): strict decoding of event lines and checked
  * encoding of commands. Validation happens in Rust; JavaScript only parses a
  * line the validator has accepted, so the decoded value is exactly what
  * `JSON.parse` gives for it.

@@ -1,5 +1,5 @@
 /**
- * Every error class of the package (PROTOCOL.md §7, §9.5.3), in one module.
+ * Every error class of the package (docs/protocol.md §7, §9.5.3), in one module.
  *
  * Each error has a stable `code` a program can switch on, in addition to the
  * reference's `name` and `message` (which stay exactly the reference's);
@@ -33,7 +33,7 @@ export type BridgeDecodeErrorCode =
   | "unknown";
 
 /**
- * A line from the backend that is not a valid bridge event (PROTOCOL.md §7).
+ * A line from the backend that is not a valid bridge event (docs/protocol.md §7).
  *
  * Instances are created by the native decoder (which registers a factory at
  * load time) and by the process layers; `instanceof` works across both.

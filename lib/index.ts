@@ -1,5 +1,5 @@
 /**
- * @agentlanejs/process-bridge-native: the public API (PROTOCOL.md §9).
+ * @agentlanejs/process-bridge-native: the public API (docs/protocol.md §9).
  */
 export {
   AgentSessionError,

@@ -1,5 +1,5 @@
 /**
- * Spawning a backend (PROTOCOL.md §9.2, §9.4) and making sure it does not
+ * Spawning a backend (docs/protocol.md §9.2, §9.4) and making sure it does not
  * outlive the host.
  */
 import { spawn, type ChildProcess } from "node:child_process";

@@ -1,5 +1,5 @@
 /**
- * Process wiring (PROTOCOL.md §9.2): stdout and stderr of a backend, framed
+ * Process wiring (docs/protocol.md §9.2): stdout and stderr of a backend, framed
  * and (for stdout) validated off the JavaScript thread by the native
  * reader, delivered to callbacks in stream order.
  */

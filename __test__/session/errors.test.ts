@@ -1,5 +1,5 @@
 /**
- * The session's error classes. The session layer (`createAgentSession`, PROTOCOL.md §9.5)
+ * The session's error classes. The session layer (`createAgentSession`, docs/protocol.md §9.5)
  * against the scripted fake backend in ../fixtures/fake-backend.js; see
  * `harness.ts` for how a test drives it (real child process, waits on
  * events, the only timers are the ones under test).

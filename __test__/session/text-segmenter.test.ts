@@ -1,5 +1,5 @@
 /**
- * Direct unit tests of the text segmenter (PROTOCOL.md §9.5.4, "Text
+ * Direct unit tests of the text segmenter (docs/protocol.md §9.5.4, "Text
  * segmentation"), with vitest's fake timers for the 120 ms coalescing timer.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * Approvals (PROTOCOL.md §8.3, §9.5.4): each pending `tool_approval` record
+ * Approvals (docs/protocol.md §8.3, §9.5.4): each pending `tool_approval` record
  * asks the application's policy, and its decision goes back as an
  * `approve` command. A resolved record, a terminal event or the session's
  * end closes an approval (its signal is aborted; a late decision is

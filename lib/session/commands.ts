@@ -1,6 +1,6 @@
 /**
  * The commands sent and not yet answered, and the rules that match answers
- * to them (PROTOCOL.md §8.11, §9.5.4, §12.3). The protocol has no
+ * to them (docs/protocol.md §8.11, §9.5.4, §12.3). The protocol has no
  * correlation ids: the backend handles commands one at a time, in order, so
  * an answer belongs to the oldest command still waiting for that kind of
  * answer, and a command-scoped `error` to the oldest command of all.

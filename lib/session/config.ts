@@ -1,5 +1,5 @@
 /**
- * The runtime config document (PROTOCOL.md §8.6, §9.5.4): decoding it with
+ * The runtime config document (docs/protocol.md §8.6, §9.5.4): decoding it with
  * the application's `decodeConfig`, and what a `config` event settles.
  */
 import { BridgeDecodeError } from "../errors";

@@ -1,5 +1,5 @@
 /**
- * The session layer (PROTOCOL.md §9.5): `createAgentSession` owns a backend
+ * The session layer (docs/protocol.md §9.5): `createAgentSession` owns a backend
  * child and turns the event stream into application callbacks and promises.
  *
  * This module is the conductor: it spawns the backend, processes each event

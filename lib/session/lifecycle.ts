@@ -1,5 +1,5 @@
 /**
- * Where a session is in its life (PROTOCOL.md §9.5.4 startup and teardown),
+ * Where a session is in its life (docs/protocol.md §9.5.4 startup and teardown),
  * as one value instead of a set of flags.
  *
  * ```text

@@ -1,5 +1,5 @@
 /**
- * Calling the application back (PROTOCOL.md §9.5.1): every callback is
+ * Calling the application back (docs/protocol.md §9.5.1): every callback is
  * guarded, so an exception in one becomes a `handler-error` diagnostic and
  * processing goes on; diagnostics go to `onDiagnostic`, or to
  * `console.error` with the prefix `[session]`.

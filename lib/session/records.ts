@@ -1,5 +1,5 @@
 /**
- * Pure mapping from native run-event records (PROTOCOL.md §6) to the
+ * Pure mapping from native run-event records (docs/protocol.md §6) to the
  * session's value types (§9.5.3): tool and agent activity, plans, approval
  * records. No state, no callbacks; records are narrowed with the package's
  * own `isNativeEvent`, so every field read here is one the decoder checked.

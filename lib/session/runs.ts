@@ -1,5 +1,5 @@
 /**
- * The session's one run at a time (PROTOCOL.md §8.2, §9.5.4), the callers
+ * The session's one run at a time (docs/protocol.md §8.2, §9.5.4), the callers
  * waiting for it to end (`cancel()`), and the §12 prompt race: the backend
  * frees its run slot only after writing the terminal event, so a prompt
  * sent at that instant can be refused with `A run is already active.`.

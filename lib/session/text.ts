@@ -1,5 +1,5 @@
 /**
- * Text segmentation (PROTOCOL.md §9.5.4): assistant and reasoning deltas
+ * Text segmentation (docs/protocol.md §9.5.4): assistant and reasoning deltas
  * become `TextChunk`s, coalesced or immediate, with exactly one `done: true`
  * chunk per segment.
  */

@@ -1,5 +1,5 @@
 /**
- * Value types of the session layer (PROTOCOL.md §9.5.3); its error classes
+ * Value types of the session layer (docs/protocol.md §9.5.3); its error classes
  * are in `lib/errors.ts`.
  */
 import type { BridgeDecodeError, BridgeReadError } from "../errors";

@@ -1,4 +1,4 @@
-//! Commands to the backend (PROTOCOL.md §4): typed encoding for Rust hosts,
+//! Commands to the backend (docs/protocol.md §4): typed encoding for Rust hosts,
 //! and a check of already encoded frames for hosts that encode elsewhere
 //! (the JavaScript layer encodes with `JSON.stringify`, whose semantics only
 //! JavaScript has, and asks this module whether the frame is safe to send).

@@ -1,4 +1,4 @@
-//! Strict event decoding (PROTOCOL.md §7): the entry points that judge a
+//! Strict event decoding (docs/protocol.md §7): the entry points that judge a
 //! line, with the shape memory in front of the schema walker.
 
 use std::cell::RefCell;

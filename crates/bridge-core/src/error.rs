@@ -1,4 +1,4 @@
-//! The decode error (PROTOCOL.md §7): why a line is not a valid bridge
+//! The decode error (docs/protocol.md §7): why a line is not a valid bridge
 //! event, as a kind a program can match on, the reference's message derived
 //! from it, and the failing field paths.
 

@@ -1,5 +1,5 @@
 //! Splitting a byte stream into lines the way the reference host does
-//! (PROTOCOL.md §2.3, Node's `readline` over the raw stream).
+//! (docs/protocol.md §2.3, Node's `readline` over the raw stream).
 //!
 //! - `\n`, `\r\n` and a lone `\r` each end a line; the terminator is dropped.
 //!   A `\r` that ends one chunk and a `\n` that starts the next are one

@@ -1,7 +1,7 @@
 //! The AgentLane process-bridge host core, in pure Rust.
 //!
 //! A host runs an AgentLane agent in a Python child process and talks to it
-//! over NDJSON (see PROTOCOL.md in the repository's design notes). This crate
+//! over NDJSON (see docs/protocol.md). This crate
 //! holds everything about that conversation that does not depend on
 //! JavaScript: strict event validation with the reference host's exact
 //! errors ([`validate_event_line`], [`DecodeError`]; it remembers the shapes

@@ -1,5 +1,5 @@
 //! The protocol's schema table: every bridge event and native record shape of
-//! PROTOCOL.md §5 and §6, as data.
+//! docs/protocol.md §5 and §6, as data.
 //!
 //! Field order is check order, and check order decides the order of error
 //! paths (§7.3), so each list follows the spec's tables exactly. The

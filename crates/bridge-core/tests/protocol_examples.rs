@@ -1,4 +1,4 @@
-//! Every worked example of PROTOCOL.md §10.2–§10.4, as data shared with the
+//! Every worked example of docs/protocol.md §10.2–§10.4, as data shared with the
 //! JavaScript suites (`tests/fixtures/protocol-examples.json`).
 
 use bridge_core::validate_event_line;

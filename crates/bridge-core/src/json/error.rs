@@ -1,7 +1,7 @@
 //! JSON syntax errors, worded the way V8's `JSON.parse` words them.
 //!
 //! The words after `Invalid JSON bridge event: SyntaxError: ` are our own
-//! (PROTOCOL.md §7.2 makes only the prefix normative), but they follow V8's
+//! (docs/protocol.md §7.2 makes only the prefix normative), but they follow V8's
 //! so that a message reads the same whichever host produced it. Positions
 //! are in UTF-16 code units, like V8's.
 

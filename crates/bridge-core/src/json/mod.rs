@@ -7,7 +7,7 @@
 //! the same trait so that one validator serves them all.
 //!
 //! Why not `serde_json`: `JSON.parse` accepts two things `serde_json` rejects
-//! as fatal errors, and the protocol requires both (PROTOCOL.md §11.2, §11.3):
+//! as fatal errors, and the protocol requires both (docs/protocol.md §11.2, §11.3):
 //! string escapes holding unpaired UTF-16 surrogates (`"\ud800"`) and numbers
 //! beyond the double range (`1e400`, which becomes `Infinity`). A rejection
 //! there is not recoverable in `serde_json`, so the validator could not judge
