@@ -26,9 +26,10 @@ pub enum DecodeErrorKind {
     UnknownType(String),
     /// Step 7: fields fail the event's schema; [`DecodeError::fields`] lists them.
     InvalidPayload,
-    /// The line is longer than the reader's limit (§2.3 leaves the limit
-    /// to hosts); nothing of it was judged.
-    LineTooLong { length: usize, limit: usize },
+    /// The line is longer than the reader's limit in bytes (§2.3 leaves
+    /// the limit to hosts); reported when it passed the limit, and nothing
+    /// of it was judged.
+    LineTooLong { limit: usize },
 }
 
 impl DecodeErrorKind {
@@ -96,7 +97,10 @@ impl DecodeError {
         let fields = kind.implied_fields();
         let message = match &kind {
             DecodeErrorKind::InvalidJson(syntax) => {
-                format!("Invalid JSON bridge event: SyntaxError: {}", syntax.message())
+                format!(
+                    "Invalid JSON bridge event: SyntaxError: {}",
+                    syntax.message()
+                )
             }
             DecodeErrorKind::NotAnObject => "Bridge event must be a JSON object.".to_owned(),
             DecodeErrorKind::VersionNotAString => {
@@ -108,9 +112,9 @@ impl DecodeError {
             DecodeErrorKind::TypeNotAString => "Bridge event type must be a string.".to_owned(),
             DecodeErrorKind::UnknownType(t) => format!("Unknown bridge event type: {t}."),
             DecodeErrorKind::InvalidPayload => "Invalid bridge event payload.".to_owned(),
-            DecodeErrorKind::LineTooLong { length, limit } => format!(
-                "Bridge event line exceeds the maximum line size: {length} bytes (limit {limit} bytes)."
-            ),
+            DecodeErrorKind::LineTooLong { limit } => {
+                format!("Bridge event line exceeds the maximum line size of {limit} bytes.")
+            }
         };
         DecodeError {
             kind,
@@ -134,8 +138,8 @@ impl DecodeError {
     }
 
     /// A line longer than the reader's limit.
-    pub fn line_too_long(length: usize, limit: usize) -> Self {
-        Self::new(DecodeErrorKind::LineTooLong { length, limit })
+    pub fn line_too_long(limit: usize) -> Self {
+        Self::new(DecodeErrorKind::LineTooLong { limit })
     }
 
     /// The stable name of the kind (see [`DecodeErrorKind::code`]).
@@ -168,10 +172,7 @@ mod tests {
             DecodeErrorKind::TypeNotAString,
             DecodeErrorKind::UnknownType("x".into()),
             DecodeErrorKind::InvalidPayload,
-            DecodeErrorKind::LineTooLong {
-                length: 2,
-                limit: 1,
-            },
+            DecodeErrorKind::LineTooLong { limit: 1 },
         ];
         let codes: Vec<&str> = kinds.iter().map(DecodeErrorKind::code).collect();
         assert_eq!(codes, DecodeErrorKind::CODES);

@@ -207,12 +207,12 @@ fn judge(frame: Frame, options: &ReaderOptions) -> Item {
                 Err(error) => Item::Invalid { line, error },
             }
         }
-        (Frame::TooLong { prefix, length }, StreamKind::Events) => Item::Invalid {
+        (Frame::TooLong { prefix }, StreamKind::Events) => Item::Invalid {
             line: prefix,
-            error: DecodeError::line_too_long(length, options.max_line_bytes),
+            error: DecodeError::line_too_long(options.max_line_bytes),
         },
         (Frame::Line(line), StreamKind::Text) => Item::Text(line),
-        (Frame::TooLong { prefix, .. }, StreamKind::Text) => Item::Text(prefix),
+        (Frame::TooLong { prefix }, StreamKind::Text) => Item::Text(prefix),
     }
 }
 
@@ -320,7 +320,10 @@ mod tests {
         match &items[1] {
             Item::Invalid { line, error } => {
                 assert_eq!(line.len(), 1024);
-                assert_eq!(error.message, "Bridge event line exceeds the maximum line size: 10000 bytes (limit 4096 bytes).");
+                assert_eq!(
+                    error.message,
+                    "Bridge event line exceeds the maximum line size of 4096 bytes."
+                );
                 assert!(error.fields.is_empty());
             }
             other => panic!("{other:?}"),
