@@ -57,6 +57,11 @@ export declare class StreamReader {
    * go quiet should not count such time as quiet.
    */
   isWorking(): boolean
+  /**
+   * Batches handed to JavaScript's queue and not delivered yet (at most
+   * two). A host that stops acknowledging waits for these to arrive.
+   */
+  batchesInTransit(): number
   /** Bytes pushed but not read yet. */
   queuedBytes(): number
   /**

@@ -16,8 +16,11 @@
 #![deny(clippy::all)]
 
 mod external;
+#[cfg(unix)]
+mod pipe;
 mod stream;
 mod strings;
+mod teardown;
 mod value_cursor;
 
 use std::cell::RefCell;

@@ -123,6 +123,31 @@ impl Turn {
     }
 }
 
+/// What both the reader thread and a stop request reach: the credits, and
+/// in pipe mode the waker of a blocked read.
+struct Shared {
+    turn: Turn,
+    #[cfg(unix)]
+    waker: Mutex<Option<crate::pipe::Waker>>,
+}
+
+impl crate::teardown::Stop for Shared {
+    /// Disposal or the environment's end: no more batches, and a read
+    /// blocked on the pipe returns, so the thread ends and the pipe closes.
+    fn stop(&self) {
+        self.turn.give(true);
+        #[cfg(unix)]
+        if let Some(waker) = self
+            .waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            waker.wake();
+        }
+    }
+}
+
 /// What a reader is doing, for `isWorking()`: a host that waits for a
 /// backend's output to go quiet must not take the reader's own work, or
 /// batches on their way to JavaScript, for quiet.
@@ -166,14 +191,14 @@ impl<R: Read> Read for Watched<R> {
 /// Forwards batches to JavaScript; `false` once the consumer is gone.
 struct JsSink {
     callback: Arc<BatchCallback>,
-    turn: Arc<Turn>,
+    shared: Arc<Shared>,
     activity: Arc<Activity>,
 }
 
 impl BatchSink for JsSink {
     fn deliver(&mut self, batch: Batch) -> bool {
         let prepared = Prepared(batch_args(batch));
-        if !self.turn.take() {
+        if !self.shared.turn.take() {
             return false;
         }
         self.activity.in_transit.fetch_add(1, Ordering::AcqRel);
@@ -238,7 +263,7 @@ pub struct StreamReader {
     callback: Option<BatchCallback>,
     /// The reader thread's function, while it runs.
     running: Weak<BatchCallback>,
-    turn: Arc<Turn>,
+    shared: Arc<Shared>,
     /// Push mode: where chunks go, and how many bytes wait to be read.
     chunks: Option<Sender<Buffer>>,
     queued: Arc<AtomicUsize>,
@@ -260,6 +285,7 @@ impl StreamReader {
         ts_args_type = "kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void"
     )]
     pub fn new(
+        env: Env,
         kind: String,
         max_line_bytes: f64,
         on_batch: Function<BatchArgs, ()>,
@@ -290,6 +316,13 @@ impl StreamReader {
                 received.in_transit.fetch_sub(1, Ordering::AcqRel);
                 Ok(context.value.0)
             })?;
+        let shared = Arc::new(Shared {
+            turn: Turn::new(),
+            #[cfg(unix)]
+            waker: Mutex::new(None),
+        });
+        let stoppable: Arc<dyn crate::teardown::Stop> = shared.clone();
+        crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
         Ok(StreamReader {
             options: ReaderOptions {
                 max_line_bytes: max_line_bytes as usize,
@@ -298,7 +331,7 @@ impl StreamReader {
             },
             callback: Some(callback),
             running: Weak::new(),
-            turn: Arc::new(Turn::new()),
+            shared,
             activity,
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
@@ -322,7 +355,7 @@ impl StreamReader {
         self.started = true;
         let sink = JsSink {
             callback,
-            turn: self.turn.clone(),
+            shared: self.shared.clone(),
             activity: self.activity.clone(),
         };
         let source = Watched {
@@ -356,6 +389,8 @@ impl StreamReader {
         {
             use std::os::fd::AsRawFd;
             let (reader, writer) = std::io::pipe()?;
+            let (reader, waker) = crate::pipe::WakeablePipe::new(reader)?;
+            *self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
             self.start(reader)?;
             let fd = writer.as_raw_fd();
             self.pipe_writer = Some(writer);
@@ -398,7 +433,7 @@ impl StreamReader {
     /// turn of the event loop between batches.
     #[napi(catch_unwind)]
     pub fn ack(&self) {
-        self.turn.give(false);
+        self.shared.turn.give(false);
     }
 
     /// Whether the reader is busy with input: reading and judging lines, or
@@ -408,6 +443,13 @@ impl StreamReader {
     #[napi]
     pub fn is_working(&self) -> bool {
         self.started && self.activity.working()
+    }
+
+    /// Batches handed to JavaScript's queue and not delivered yet (at most
+    /// two). A host that stops acknowledging waits for these to arrive.
+    #[napi]
+    pub fn batches_in_transit(&self) -> u32 {
+        self.activity.in_transit.load(Ordering::Acquire) as u32
     }
 
     /// Bytes pushed but not read yet.
@@ -434,7 +476,7 @@ impl StreamReader {
     /// process from exiting.
     #[napi(catch_unwind)]
     pub fn dispose(&mut self, env: Env) -> Result<()> {
-        self.turn.give(true);
+        crate::teardown::Stop::stop(&*self.shared);
         self.callback = None;
         if let Some(callback) = self.running.upgrade() {
             // SAFETY: holding `callback` keeps the thread-safe function alive
