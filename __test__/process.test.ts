@@ -40,6 +40,8 @@ function recorder() {
     onInvalidLine: (line) => log.push(`invalidLine ${JSON.stringify(line)}`),
     onStderr: (line) => log.push(`stderr ${JSON.stringify(line)}`),
     onReadError: (error) => log.push(`readError ${error.message}`),
+    onStarted: () => {}, // which process runs is not part of these logs
+    onStdoutClosed: () => log.push("stdoutClosed"),
     onExit: (code, signal) => {
       log.push(`exit ${code} ${signal}`);
       exited({ code, signal });

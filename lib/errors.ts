@@ -168,8 +168,10 @@ export class SessionClosedError extends AgentSessionError {
 export type SessionStateErrorCode =
   /** A run is already active. */
   | "run-active"
-  /** The prompt is blank, or the encoder refused it (`cause` holds why). */
-  | "invalid-prompt";
+  /** The prompt is not a string, is blank, or the encoder refused it (`cause` holds why). */
+  | "invalid-prompt"
+  /** The backend is not reading its stdin: the command was not sent (see `maxStdinBufferBytes`). */
+  | "stdin-full";
 
 /** Local misuse, detected before anything is sent. */
 export class SessionStateError extends AgentSessionError {

@@ -37,8 +37,10 @@ export {
 export {
   resolveBackendSpec,
   spawnBridgeProcess,
+  type BackendProcess,
   type BackendSpec,
   type BridgeProcessOptions,
+  type ContainmentMode,
   type PythonBackendSpec,
 } from "./process";
 export {

@@ -6,6 +6,7 @@
 import type { Readable } from "node:stream";
 import type { BridgeDecodeError, BridgeReadError } from "./errors";
 import type { BridgeEvent } from "./protocol";
+import type { BackendProcess } from "./spawn/containment";
 import { DEFAULT_MAX_LINE_BYTES } from "./stream/contract";
 import { createLineReader } from "./stream/line-reader";
 
@@ -22,6 +23,10 @@ export interface BridgeProcessCallbacks {
   onReadError?: (error: BridgeReadError) => void;
   /** Once, after the child closed and the line readers were disposed (spawn only). */
   onExit?: (code: number | null, signal: string | null) => void;
+  /** The backend runs: its pid and process group (spawn only; supervised, once the supervisor reports it). */
+  onStarted?: (process: BackendProcess) => void;
+  /** Stdout ended while the backend kept running: no event can come any more (spawn only). */
+  onStdoutClosed?: () => void;
   /** The OS could not spawn or manage the child (spawn only). */
   onSpawnError?: (error: Error) => void;
 }

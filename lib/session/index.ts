@@ -11,7 +11,7 @@
  * (segmentation) and `notify` (guarded callbacks, diagnostics).
  */
 import type { ChildProcess } from "node:child_process";
-import { createBridgeChannel, type BridgeChannel } from "../channel";
+import { createBridgeChannel, type BridgeChannel, type SendOutcome } from "../channel";
 import {
   BridgeDecodeError,
   ConfigureError,
@@ -23,11 +23,11 @@ import {
   type SessionStartErrorCode,
 } from "../errors";
 import { isNativeEvent } from "../codec";
-import { resolveBackendSpec, spawnBridgeProcess } from "../process";
+import { resolveBackendSpec, spawnBridgeProcess, type BackendProcess } from "../process";
 import type { BridgeCommand, BridgeEvent, ConfigEvent, JsonObject, NativeRunEvent } from "../protocol";
 import { Approvals } from "./approvals";
 import { CommandQueue, type SentCommand } from "./commands";
-import { decodeConfigDocument, settlementOf, unexpectedConfigEvent } from "./config";
+import { decodeConfigDocument, jsonPatch, settlementOf, unexpectedConfigEvent } from "./config";
 import { deferred, type Deferred } from "./deferred";
 import { Lifecycle } from "./lifecycle";
 import { Notifier } from "./notify";
@@ -70,6 +70,8 @@ class SessionController<TConfig, TConfigPatch> {
   private resetWaiters: Deferred<void>[] = [];
   private readonly tools = new Map<string, ToolCallInfo>();
   private readonly agents = new Map<string, AgentInfo>();
+  /** The backend's processes, once spawned. */
+  private processInfo: BackendProcess | undefined;
   private readonly notify: Notifier;
   private readonly text: TextSegmenter;
   private readonly approvals: Approvals;
@@ -83,7 +85,7 @@ class SessionController<TConfig, TConfigPatch> {
     );
     this.approvals = new Approvals({
       policy: options.approvals,
-      send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command),
+      send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command) === "sent",
       closed: () => this.lifecycle.closed !== undefined,
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
       resolved: (resolution) => this.notify.guard("onApprovalResolved", () => options.onApprovalResolved?.(resolution)),
@@ -95,20 +97,30 @@ class SessionController<TConfig, TConfigPatch> {
   start(): Promise<AgentSession<TConfig, TConfigPatch>> {
     let spec;
     try {
-      spec = resolveBackendSpec(this.options.backend);
+      spec = { termGraceMs: this.termGraceMs, ...resolveBackendSpec(checkedBackend(this.options.backend)) };
     } catch (error) {
       return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
     }
-    this.child = spawnBridgeProcess(spec, {
-      onEvent: (event) => this.onEvent(event),
-      onDecodeError: (error, line) => this.protocolFailure(error, line),
-      onStderr: (line) => this.notify.diagnostic({ kind: "stderr", line }),
-      onReadError: (error) => this.onReadError(error),
-      onSpawnError: (error) => this.onSpawnError(error),
-      onExit: (code, signal) => this.onExit(code, signal),
-    });
+    try {
+      this.child = spawnBridgeProcess(spec, {
+        onEvent: (event) => this.onEvent(event),
+        onDecodeError: (error, line) => this.protocolFailure(error, line),
+        onStderr: (line) => this.notify.diagnostic({ kind: "stderr", line }),
+        onReadError: (error) => this.onReadError(error),
+        onStarted: (info) => (this.processInfo = info),
+        onStdoutClosed: () => this.onStdoutClosed(),
+        onSpawnError: (error) => this.onSpawnError(error),
+        onExit: (code, signal) => this.onExit(code, signal),
+      });
+    } catch (error) {
+      // Nothing was started (invalid options, or no file descriptors left).
+      const message = error instanceof Error ? error.message : String(error);
+      return Promise.reject(new SessionStartError(message, "spawn-failed", { cause: error }));
+    }
     this.channel = createBridgeChannel(this.child, {
       graceMs: this.options.shutdownGraceMs ?? 1500,
+      termGraceMs: this.termGraceMs,
+      maxBufferedBytes: this.options.maxStdinBufferBytes,
       onSendError: (message) => {
         this.notify.diagnostic({ kind: "send-failed", message });
         this.teardown({ reason: "exit", code: null, signal: null });
@@ -120,6 +132,11 @@ class SessionController<TConfig, TConfigPatch> {
       this.options.readyTimeoutMs ?? 30_000,
     );
     return this.startup.promise;
+  }
+
+  /** After SIGTERM, how long the backend's processes get before SIGKILL. */
+  private get termGraceMs(): number {
+    return this.options.termGraceMs ?? 500;
   }
 
   private failStartup(message: string, code: SessionStartErrorCode, how: { kill: boolean; cause?: unknown }): void {
@@ -200,7 +217,8 @@ class SessionController<TConfig, TConfigPatch> {
       case "run_event":
         return this.onRecord(event.event);
       case "run_complete":
-        if (typeof event.final_output === "string") this.text.complete(event.final_output);
+        // No text for a run that does not exist (a stray terminal event).
+        if (typeof event.final_output === "string" && this.runs.active) this.text.complete(event.final_output);
         this.terminalSweep();
         this.runs.finish({ status: "completed", finalOutput: event.final_output, turnCount: event.turn_count, responseCount: event.response_count });
         return;
@@ -401,6 +419,23 @@ class SessionController<TConfig, TConfigPatch> {
     this.kill();
   }
 
+  /**
+   * Stdout ended while the backend kept running: no event can come any
+   * more, so a run would wait for ever. Fatal, as the reference's stream end
+   * would be (unless the backend is shutting down anyway).
+   */
+  private onStdoutClosed(): void {
+    if (!this.lifecycle.listening || this.lifecycle.exitReason() === "shutdown") return;
+    this.notify.diagnostic({ kind: "stdout-closed", message: "The backend closed its stdout but kept running; no event can come any more." });
+    if (!this.readyInfo) {
+      this.lifecycle.phase = { name: "start-failing" };
+      this.kill();
+      return;
+    }
+    this.teardown({ reason: "exit", code: null, signal: null });
+    this.kill();
+  }
+
   /** Runs once, whatever the cause (§9.5.4 teardown). */
   private teardown(close: SessionClose): void {
     if (this.lifecycle.closed) return;
@@ -425,17 +460,29 @@ class SessionController<TConfig, TConfigPatch> {
 
   /**
    * Writes a command and records it as waiting for its answer; forgets it
-   * when it could not be written. An encoder refusal is thrown.
+   * when it was not written (stdin closed, or its buffer full: the backend
+   * is not reading). An encoder refusal is thrown.
    */
-  private sendTracked(entry: SentCommand, command: BridgeCommand): boolean {
+  private sendTracked(entry: SentCommand, command: BridgeCommand): SendOutcome {
     this.commands.push(entry);
-    let sent = false;
+    let outcome: SendOutcome = "closed";
     try {
-      sent = this.channel.send(command);
+      outcome = this.channel.trySend(command);
     } finally {
-      if (!sent) this.commands.forget(entry);
+      if (outcome !== "sent") this.commands.forget(entry);
     }
-    return sent;
+    if (outcome === "full") {
+      this.notify.diagnostic({ kind: "backpressure", command: command.type, bufferedBytes: this.channel.bufferedBytes() });
+    }
+    return outcome;
+  }
+
+  /** The refusal of a command the stdin buffer had no room for. */
+  private stdinFull(what: string): SessionStateError {
+    return new SessionStateError(
+      `The backend is not reading its stdin (${this.channel.bufferedBytes()} bytes wait to be written): the ${what} was not sent.`,
+      "stdin-full",
+    );
   }
 
   // ---- the handle ------------------------------------------------------------
@@ -452,7 +499,10 @@ class SessionController<TConfig, TConfigPatch> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
     if (this.runs.active) return Promise.reject(new SessionStateError("A run is already active.", "run-active"));
-    if (typeof text !== "string" || text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty.", "invalid-prompt"));
+    if (typeof text !== "string") {
+      return Promise.reject(new SessionStateError(`The prompt must be a string, not ${describeValue(text)}.`, "invalid-prompt"));
+    }
+    if (text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty.", "invalid-prompt"));
     const run = this.runs.begin(text);
     this.sendPrompt(run);
     return run.result.promise;
@@ -460,7 +510,10 @@ class SessionController<TConfig, TConfigPatch> {
 
   private sendPrompt(run: ActiveRun): void {
     try {
-      this.sendTracked({ kind: "prompt" }, { type: "prompt", text: run.text });
+      if (this.sendTracked({ kind: "prompt" }, { type: "prompt", text: run.text }) === "full") {
+        this.runs.drop(run);
+        run.result.reject(this.stdinFull("prompt"));
+      }
     } catch (error) {
       // The encoder refused the prompt (an unpaired surrogate, or longer
       // than the backend's line limit): nothing was sent.
@@ -480,7 +533,10 @@ class SessionController<TConfig, TConfigPatch> {
     if (this.runs.abandonRetry() || !this.runs.active) return Promise.resolve();
     const op = deferred<void>();
     this.runs.waitForEnd(op);
-    this.sendTracked({ kind: "cancel", op }, { type: "cancel" });
+    if (this.sendTracked({ kind: "cancel", op }, { type: "cancel" }) === "full") {
+      this.runs.stopWaiting(op);
+      return Promise.reject(this.stdinFull("cancel"));
+    }
     return op.promise;
   }
 
@@ -490,24 +546,27 @@ class SessionController<TConfig, TConfigPatch> {
     this.runs.abandonRetry();
     const op = deferred<void>();
     this.resetWaiters.push(op);
-    this.sendTracked({ kind: "reset", op }, { type: "reset" });
+    if (this.sendTracked({ kind: "reset", op }, { type: "reset" }) === "full") {
+      this.removeResetWaiter(op);
+      return Promise.reject(this.stdinFull("reset"));
+    }
     return op.promise;
   }
 
   configure(patch: TConfigPatch): Promise<TConfig> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
-    const copy = { ...(patch as Record<string, unknown>) };
-    for (const [key, value] of Object.entries(copy)) {
-      if (value === undefined) {
-        return Promise.reject(new ConfigureError("invalid", `Configure patch value must not be undefined: ${key}.`));
-      }
-    }
     const op = deferred<unknown>();
     try {
-      this.sendTracked({ kind: "configure", op }, { type: "configure", patch: copy as JsonObject });
+      // A checked copy: what is validated is what is sent (getters and
+      // proxy traps run once, here).
+      const copy = jsonPatch(patch);
+      if (this.sendTracked({ kind: "configure", op }, { type: "configure", patch: copy }) === "full") {
+        return Promise.reject(this.stdinFull("configure command"));
+      }
     } catch (error) {
-      // The encoder refused the patch (not a plain object, unpaired surrogate, too long).
+      if (error instanceof ConfigureError) return Promise.reject(error);
+      // The patch threw while read, or the encoder refused it (unpaired surrogate, too long).
       return Promise.reject(new ConfigureError("invalid", error instanceof Error ? error.message : String(error), { cause: error }));
     }
     return op.promise as Promise<TConfig>;
@@ -534,6 +593,12 @@ class SessionController<TConfig, TConfigPatch> {
       get config() {
         return session.config;
       },
+      get process() {
+        return session.processInfo;
+      },
+      get bufferedInputBytes() {
+        return session.channel.bufferedBytes();
+      },
       run: (text: string) => session.run(text),
       cancel: () => session.cancel(),
       reset: () => session.reset(),
@@ -541,4 +606,32 @@ class SessionController<TConfig, TConfigPatch> {
       close: () => session.close(),
     });
   }
+}
+
+/** The backend spec, refused with a clear message when it is not one. */
+function checkedBackend(backend: unknown): Parameters<typeof resolveBackendSpec>[0] {
+  if (backend === null || backend === undefined) throw new TypeError("A backend spec is required: { app, projectDir } or { command, args }.");
+  if (typeof backend !== "object") throw new TypeError(`The backend spec must be an object, not ${describeValue(backend)}.`);
+  const spec = backend as { command?: unknown; args?: unknown; app?: unknown; env?: unknown };
+  if ("command" in spec && (typeof spec.command !== "string" || spec.command === "")) {
+    throw new TypeError("The backend spec's command must be a non-empty string.");
+  }
+  if ("app" in spec && (typeof spec.app !== "string" || spec.app === "")) {
+    throw new TypeError("The backend spec's app must be a non-empty string (module:factory).");
+  }
+  if (spec.args !== undefined && (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== "string"))) {
+    throw new TypeError("The backend spec's args must be an array of strings.");
+  }
+  return backend as Parameters<typeof resolveBackendSpec>[0];
+}
+
+/** A short description of a value's type, for messages. */
+export function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return name && name !== "Object" ? `a ${name} object` : "an object";
+  }
+  return typeof value === "undefined" ? "undefined" : `a ${typeof value}`;
 }

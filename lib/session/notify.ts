@@ -42,6 +42,8 @@ function describe(diagnostic: SessionDiagnostic): string {
       return diagnostic.line;
     case "read-failed":
       return diagnostic.error.message;
+    case "backpressure":
+      return `${diagnostic.command} not sent: ${diagnostic.bufferedBytes} bytes wait in the backend's stdin`;
     default:
       return diagnostic.message;
   }

@@ -11,7 +11,7 @@ import type {
   JsonValue,
   ToolErrorPayload,
 } from "../protocol";
-import type { BackendSpec } from "../process";
+import type { BackendProcess, BackendSpec } from "../process";
 
 /** A piece of assistant or reasoning text (§9.5.4, text segmentation). */
 export interface TextChunk {
@@ -106,6 +106,10 @@ export type SessionDiagnostic =
   /** Reading the backend's stdout or stderr failed (stdout: the session closes). */
   | { kind: "read-failed"; error: BridgeReadError }
   | { kind: "send-failed"; message: string }
+  /** A command was not written: the backend is not reading its stdin (its buffer is over `maxStdinBufferBytes`). */
+  | { kind: "backpressure"; command: string; bufferedBytes: number }
+  /** The backend closed its stdout but kept running: the session closes. */
+  | { kind: "stdout-closed"; message: string }
   | { kind: "command-rejected"; message: string }
   | { kind: "handler-error"; handler: string; error: unknown };
 
@@ -143,6 +147,10 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   readyTimeoutMs?: number;
   /** Passed to the channel as `graceMs`; default 1500. */
   shutdownGraceMs?: number;
+  /** After SIGTERM (at the end of the shutdown grace), how long the backend's processes get before SIGKILL; default 500. */
+  termGraceMs?: number;
+  /** A command is refused with `SessionStateError` (`stdin-full`) while more than this many bytes wait to be written to the backend's stdin; default 16 MiB. */
+  maxStdinBufferBytes?: number;
   /** Default `"coalesced"`. */
   textDelivery?: "coalesced" | "immediate";
   /** @internal type anchor for the patch type. */
@@ -153,6 +161,10 @@ export interface AgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConf
   readonly ready: ReadyInfo;
   /** Latest decoded config document, or `undefined` if the backend announced none. */
   readonly config: TConfig | undefined;
+  /** The backend's processes: pid, process group, supervisor (see `spawnBridgeProcess`). */
+  readonly process: BackendProcess | undefined;
+  /** Bytes waiting to be written to the backend's stdin (it is not reading when this grows). */
+  readonly bufferedInputBytes: number;
   run(text: string): Promise<RunResult>;
   cancel(): Promise<void>;
   reset(): Promise<void>;

@@ -59,8 +59,37 @@ impl Item {
 pub enum StreamEnd {
     /// End of file: the writer closed the stream.
     Eof,
+    /// The source was told to stop reading (it failed with [`Cut`]): what
+    /// was read is delivered, an unterminated fragment is dropped.
+    Cut,
     /// Reading failed; nothing more will come.
     Failed(std::io::Error),
+}
+
+/// The error a source returns (inside an [`std::io::Error`]) when its owner
+/// told it to stop reading before end of file, e.g. because the process
+/// that wrote the stream has exited and whatever still holds the pipe open
+/// must not keep the reader. The stream ends as [`StreamEnd::Cut`].
+#[derive(Debug)]
+pub struct Cut;
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reading was cut off")
+    }
+}
+
+impl std::error::Error for Cut {}
+
+impl Cut {
+    /// The `io::Error` a source returns to cut its stream off.
+    pub fn error() -> std::io::Error {
+        std::io::Error::other(Cut)
+    }
+
+    fn is(error: &std::io::Error) -> bool {
+        error.get_ref().is_some_and(|inner| inner.is::<Cut>())
+    }
 }
 
 /// Consecutive items of one stream. The last batch of a stream has `end`.
@@ -127,6 +156,13 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
         let read = match source.read(&mut buffer) {
             Ok(read) => read,
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) if Cut::is(&error) => {
+                sink.deliver(Batch {
+                    items: batch,
+                    end: Some(StreamEnd::Cut),
+                });
+                return;
+            }
             Err(error) => {
                 sink.deliver(Batch {
                     items: batch,
@@ -342,6 +378,30 @@ mod tests {
             self.2 += n;
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_cut_off_source_ends_the_stream_without_its_fragment() {
+        struct CutAfter(Vec<u8>, bool);
+        impl Read for CutAfter {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                if std::mem::replace(&mut self.1, true) {
+                    return Err(Cut::error());
+                }
+                out[..self.0.len()].copy_from_slice(&self.0);
+                Ok(self.0.len())
+            }
+        }
+        let (tx, rx) = sync_channel(1);
+        let options = ReaderOptions::new(StreamKind::Events);
+        let source = CutAfter(format!("{SHUTDOWN}\n{{\"partial").into_bytes(), false);
+        let handle = std::thread::spawn(move || read_stream(source, &options, &mut { tx }));
+        let batches: Vec<Batch> = rx.iter().collect();
+        handle.join().unwrap();
+        assert!(matches!(batches.last().unwrap().end, Some(StreamEnd::Cut)));
+        let items: Vec<&Item> = batches.iter().flat_map(|b| &b.items).collect();
+        assert_eq!(items.len(), 1);
+        assert!(matches!(items[0], Item::Event { .. }));
     }
 
     #[test]
