@@ -58,10 +58,13 @@ export declare class StreamReader {
    */
   isWorking(): boolean
   /**
-   * Batches handed to JavaScript's queue and not delivered yet (at most
-   * two). A host that stops acknowledging waits for these to arrive.
+   * Pipe mode: stops reading once what the pipe holds now is read (up to
+   * a few MiB), then ends the stream without its unterminated fragment.
+   * For a backend that has exited while something else still holds its
+   * pipe open: everything the backend wrote is delivered, and the reader
+   * lets go.
    */
-  batchesInTransit(): number
+  cutOff(): void
   /** Bytes pushed but not read yet. */
   queuedBytes(): number
   /**

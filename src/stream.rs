@@ -128,7 +128,7 @@ impl Turn {
 struct Shared {
     turn: Turn,
     #[cfg(unix)]
-    waker: Mutex<Option<crate::pipe::Waker>>,
+    pipe: Mutex<Option<Arc<crate::pipe::PipeControl>>>,
 }
 
 impl crate::teardown::Stop for Shared {
@@ -137,13 +137,8 @@ impl crate::teardown::Stop for Shared {
     fn stop(&self) {
         self.turn.give(true);
         #[cfg(unix)]
-        if let Some(waker) = self
-            .waker
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            waker.wake();
+        if let Some(pipe) = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            pipe.stop();
         }
     }
 }
@@ -319,7 +314,7 @@ impl StreamReader {
         let shared = Arc::new(Shared {
             turn: Turn::new(),
             #[cfg(unix)]
-            waker: Mutex::new(None),
+            pipe: Mutex::new(None),
         });
         let stoppable: Arc<dyn crate::teardown::Stop> = shared.clone();
         crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
@@ -389,8 +384,8 @@ impl StreamReader {
         {
             use std::os::fd::AsRawFd;
             let (reader, writer) = std::io::pipe()?;
-            let (reader, waker) = crate::pipe::WakeablePipe::new(reader)?;
-            *self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+            let (reader, control) = crate::pipe::WakeablePipe::new(reader)?;
+            *self.shared.pipe.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
             self.start(reader)?;
             let fd = writer.as_raw_fd();
             self.pipe_writer = Some(writer);
@@ -445,11 +440,23 @@ impl StreamReader {
         self.started && self.activity.working()
     }
 
-    /// Batches handed to JavaScript's queue and not delivered yet (at most
-    /// two). A host that stops acknowledging waits for these to arrive.
-    #[napi]
-    pub fn batches_in_transit(&self) -> u32 {
-        self.activity.in_transit.load(Ordering::Acquire) as u32
+    /// Pipe mode: stops reading once what the pipe holds now is read (up to
+    /// a few MiB), then ends the stream without its unterminated fragment.
+    /// For a backend that has exited while something else still holds its
+    /// pipe open: everything the backend wrote is delivered, and the reader
+    /// lets go.
+    #[napi(catch_unwind)]
+    pub fn cut_off(&self) {
+        #[cfg(unix)]
+        if let Some(pipe) = self
+            .shared
+            .pipe
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            pipe.cut();
+        }
     }
 
     /// Bytes pushed but not read yet.
