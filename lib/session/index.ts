@@ -26,20 +26,24 @@ import { isNativeEvent } from "../codec";
 import { resolveBackendSpec, spawnBridgeProcess, type BackendProcess } from "../process";
 import type { BridgeCommand, BridgeEvent, ConfigEvent, JsonObject, NativeRunEvent } from "../protocol";
 import { Approvals } from "./approvals";
+import { likelyCause, StderrTail } from "./diagnose";
+import { FlightRecorder } from "./flight-recorder";
 import { CommandQueue, type SentCommand } from "./commands";
 import { decodeConfigDocument, jsonPatch, settlementOf, unexpectedConfigEvent } from "./config";
 import { deferred, type Deferred } from "./deferred";
 import { Lifecycle } from "./lifecycle";
 import { Notifier } from "./notify";
 import { agentInfo, approvalRecord, planUpdate, toolCallInfo } from "./records";
-import { Runs, type ActiveRun } from "./runs";
+import { abortable, RunWatch, Runs, type ActiveRun } from "./runs";
 import { TextSegmenter } from "./text";
 import type {
   AgentActivity,
   AgentInfo,
   AgentSession,
   AgentSessionOptions,
+  OperationOptions,
   ReadyInfo,
+  RunOptions,
   RunResult,
   SessionClose,
   ToolActivity,
@@ -68,15 +72,26 @@ class SessionController<TConfig, TConfigPatch> {
   private readonly commands = new CommandQueue();
   private readonly runs = new Runs();
   private resetWaiters: Deferred<void>[] = [];
+  /** The timers watching the active run (timeout, idle watchdog). */
+  private runWatch: RunWatch | undefined;
   private readonly tools = new Map<string, ToolCallInfo>();
   private readonly agents = new Map<string, AgentInfo>();
   /** The backend's processes, once spawned. */
   private processInfo: BackendProcess | undefined;
+  /** The command spawned, for start diagnoses. */
+  private command = "";
+  private readonly stderrTail = new StderrTail();
+  /** The flight recorder, when the application asked for one. */
+  private readonly recorder: FlightRecorder | undefined;
+  /** Why startup will fail when the exit comes (a bad line before `ready`). */
+  private startFailure: { message: string; code: SessionStartErrorCode; cause: unknown } | undefined;
   private readonly notify: Notifier;
   private readonly text: TextSegmenter;
   private readonly approvals: Approvals;
 
   constructor(private readonly options: AgentSessionOptions<TConfig, TConfigPatch>) {
+    const recording = options.flightRecorder;
+    this.recorder = recording ? new FlightRecorder(recording === true ? {} : recording) : undefined;
     this.notify = new Notifier(options.onDiagnostic);
     this.text = new TextSegmenter(options.textDelivery ?? "coalesced", (stream, chunk) =>
       this.notify.guard(stream === "assistant" ? "onAssistantText" : "onReasoningText", () =>
@@ -101,11 +116,22 @@ class SessionController<TConfig, TConfigPatch> {
     } catch (error) {
       return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
     }
+    this.command = spec.command;
     try {
       this.child = spawnBridgeProcess(spec, {
-        onEvent: (event) => this.onEvent(event),
-        onDecodeError: (error, line) => this.protocolFailure(error, line),
-        onStderr: (line) => this.notify.diagnostic({ kind: "stderr", line }),
+        onEvent: (event) => {
+          this.recorder?.record("stdout", JSON.stringify(event));
+          this.onEvent(event);
+        },
+        onDecodeError: (error, line) => {
+          this.recorder?.record("stdout", line);
+          this.protocolFailure(error, line);
+        },
+        onStderr: (line) => {
+          this.recorder?.record("stderr", line);
+          this.stderrTail.push(line);
+          this.notify.diagnostic({ kind: "stderr", line });
+        },
         onReadError: (error) => this.onReadError(error),
         onStarted: (info) => (this.processInfo = info),
         onStdoutClosed: () => this.onStdoutClosed(),
@@ -115,7 +141,9 @@ class SessionController<TConfig, TConfigPatch> {
     } catch (error) {
       // Nothing was started (invalid options, or no file descriptors left).
       const message = error instanceof Error ? error.message : String(error);
-      return Promise.reject(new SessionStartError(message, "spawn-failed", { cause: error }));
+      const spawnError = error as NodeJS.ErrnoException;
+      const cause = likelyCause({ code: "spawn-failed", command: spec.command, spawnError, exitCode: null, stderrTail: [] });
+      return Promise.reject(new SessionStartError(message, "spawn-failed", { cause: error, likelyCause: cause }));
     }
     this.channel = createBridgeChannel(this.child, {
       graceMs: this.options.shutdownGraceMs ?? 1500,
@@ -139,12 +167,22 @@ class SessionController<TConfig, TConfigPatch> {
     return this.options.termGraceMs ?? 500;
   }
 
-  private failStartup(message: string, code: SessionStartErrorCode, how: { kill: boolean; cause?: unknown }): void {
+  private failStartup(
+    message: string,
+    code: SessionStartErrorCode,
+    how: { kill: boolean; cause?: unknown; exitCode?: number | null; signal?: string | null },
+  ): void {
     if (!this.lifecycle.startPending) return;
     this.lifecycle.phase = { name: "start-failed" };
     clearTimeout(this.readyTimer);
     if (how.kill) this.kill();
-    this.startup.reject(new SessionStartError(message, code, how.cause === undefined ? undefined : { cause: how.cause }));
+    const stderrTail = this.stderrTail.lines();
+    const exitCode = how.exitCode ?? null;
+    const spawnError = code === "spawn-failed" ? (how.cause as NodeJS.ErrnoException) : undefined;
+    const cause = likelyCause({ code, command: this.command, spawnError, exitCode, stderrTail });
+    this.startup.reject(
+      new SessionStartError(message, code, { cause: how.cause, exitCode, signal: how.signal ?? null, stderrTail, likelyCause: cause }),
+    );
   }
 
   private onSpawnError(error: Error): void {
@@ -154,11 +192,15 @@ class SessionController<TConfig, TConfigPatch> {
 
   private onExit(code: number | null, signal: string | null): void {
     if (!this.readyInfo) {
-      this.failStartup("Backend exited before ready event.", "exited-before-ready", { kill: false });
+      const failure = this.startFailure ?? { message: "Backend exited before ready event.", code: "exited-before-ready" as const, cause: undefined };
+      this.failStartup(failure.message, failure.code, { kill: false, cause: failure.cause, exitCode: code, signal });
       this.teardown({ reason: "exit", code, signal });
       return;
     }
-    this.teardown({ reason: this.lifecycle.exitReason(), code, signal });
+    const reason = this.lifecycle.exitReason();
+    const abnormal = reason === "exit" && (code !== 0 || signal !== null);
+    const stderrTail = abnormal ? this.stderrTail.lines() : [];
+    this.teardown(stderrTail.length > 0 ? { reason, code, signal, stderrTail } : { reason, code, signal });
   }
 
   private kill(): void {
@@ -200,6 +242,7 @@ class SessionController<TConfig, TConfigPatch> {
     }
     this.notify.guard("onEvent", () => this.options.onEvent?.(event));
     if (this.lifecycle.closed) return;
+    this.runWatch?.sawEvent();
     if (event.type === "config") {
       this.settleConfigure(event);
       return;
@@ -394,9 +437,15 @@ class SessionController<TConfig, TConfigPatch> {
   /** A decode error or a session protocol failure: close and SIGKILL (§7.4). */
   private protocolFailure(error: BridgeDecodeError, line: string): void {
     if (!this.lifecycle.listening) return;
-    this.notify.diagnostic({ kind: "protocol", error, line });
+    if (this.options.strayStdout === "tolerate" && STRAY.has(error.code)) {
+      this.notify.diagnostic({ kind: "stray-line", head: line.slice(0, STRAY_HEAD_CHARS), error });
+      return;
+    }
+    const flightRecord = this.recorder?.snapshot();
+    this.notify.diagnostic(flightRecord ? { kind: "protocol", error, line, flightRecord } : { kind: "protocol", error, line });
     if (!this.readyInfo) {
       // Startup fails when the exit is seen.
+      this.startFailure = startFailureOf(error, line);
       this.lifecycle.phase = { name: "start-failing" };
       this.kill();
       return;
@@ -447,7 +496,7 @@ class SessionController<TConfig, TConfigPatch> {
     clearTimeout(this.readyTimer);
     this.terminalSweep();
     this.text.dispose();
-    const error = new SessionClosedError(close);
+    const error = new SessionClosedError(close, this.recorder?.snapshot());
     this.runs.rejectRun(error);
     for (const entry of this.commands.drain()) {
       if (entry.kind === "configure" || entry.kind === "cancel" || entry.kind === "reset") entry.op.reject(error);
@@ -471,6 +520,7 @@ class SessionController<TConfig, TConfigPatch> {
     } finally {
       if (outcome !== "sent") this.commands.forget(entry);
     }
+    if (outcome === "sent") this.recorder?.record("stdin", JSON.stringify(command));
     if (outcome === "full") {
       this.notify.diagnostic({ kind: "backpressure", command: command.type, bufferedBytes: this.channel.bufferedBytes() });
     }
@@ -495,7 +545,7 @@ class SessionController<TConfig, TConfigPatch> {
     return this.configValue;
   }
 
-  run(text: string): Promise<RunResult> {
+  run(text: string, options: RunOptions = {}): Promise<RunResult> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
     if (this.runs.active) return Promise.reject(new SessionStateError("A run is already active.", "run-active"));
@@ -503,9 +553,46 @@ class SessionController<TConfig, TConfigPatch> {
       return Promise.reject(new SessionStateError(`The prompt must be a string, not ${describeValue(text)}.`, "invalid-prompt"));
     }
     if (text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty.", "invalid-prompt"));
+    // An already aborted run never starts: it ends as cancelled.
+    if (options.signal?.aborted) return Promise.resolve({ status: "cancelled" });
     const run = this.runs.begin(text);
+    this.watch(run, options);
     this.sendPrompt(run);
     return run.result.promise;
+  }
+
+  /** The signal, the run timeout and the idle watchdog of a run. */
+  private watch(run: ActiveRun, options: RunOptions): void {
+    const timeoutMs = options.timeoutMs ?? this.options.runTimeoutMs;
+    const idleMs = options.idleTimeoutMs ?? this.options.idleTimeoutMs;
+    const watch = new RunWatch({
+      signal: options.signal,
+      timeoutMs,
+      idleMs,
+      onAbort: () => this.stopRun(run),
+      onTimeout: () => {
+        this.notify.diagnostic({ kind: "run-timeout", timeoutMs: timeoutMs! });
+        this.stopRun(run);
+      },
+      onIdle: () => {
+        this.notify.diagnostic({ kind: "stalled", idleMs: idleMs! });
+        if ((this.options.onStall ?? "report") === "cancel") this.stopRun(run);
+      },
+    });
+    this.runWatch = watch;
+    const stop = () => {
+      watch.stop();
+      if (this.runWatch === watch) this.runWatch = undefined;
+    };
+    run.result.promise.then(stop, stop);
+  }
+
+  /** Ends a run the application no longer waits for: a cancel, as `cancel()` sends it. */
+  private stopRun(run: ActiveRun): void {
+    if (this.runs.active !== run || this.lifecycle.closed) return;
+    void this.cancel().catch(() => {
+      // Settled through the run (or the session's close).
+    });
   }
 
   private sendPrompt(run: ActiveRun): void {
@@ -527,22 +614,42 @@ class SessionController<TConfig, TConfigPatch> {
     if (!this.lifecycle.closed) this.sendPrompt(run);
   }
 
-  cancel(): Promise<void> {
+  cancel(options: OperationOptions = {}): Promise<void> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
     if (this.runs.abandonRetry() || !this.runs.active) return Promise.resolve();
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const op = deferred<void>();
     this.runs.waitForEnd(op);
     if (this.sendTracked({ kind: "cancel", op }, { type: "cancel" }) === "full") {
       this.runs.stopWaiting(op);
       return Promise.reject(this.stdinFull("cancel"));
     }
-    return op.promise;
+    this.closeIfUnanswered(op.promise);
+    return abortable(op, options.signal, () => this.runs.stopWaiting(op));
   }
 
-  reset(): Promise<void> {
+  /**
+   * A cancel the backend does not carry out (no terminal event) within
+   * `cancelTimeoutMs` means it is stuck: the session closes, so that
+   * nothing waits for ever.
+   */
+  private closeIfUnanswered(cancelled: Promise<void>): void {
+    const ms = this.options.cancelTimeoutMs ?? 10_000;
+    const timer = setTimeout(() => {
+      if (this.lifecycle.closed || !this.runs.active) return;
+      this.notify.diagnostic({ kind: "unresponsive", message: `The backend did not end the run within ${ms} ms of a cancel; closing the session.` });
+      this.teardown({ reason: "exit", code: null, signal: null });
+      this.kill();
+    }, ms);
+    const clear = () => clearTimeout(timer);
+    cancelled.then(clear, clear);
+  }
+
+  reset(options: OperationOptions = {}): Promise<void> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     this.runs.abandonRetry();
     const op = deferred<void>();
     this.resetWaiters.push(op);
@@ -550,12 +657,13 @@ class SessionController<TConfig, TConfigPatch> {
       this.removeResetWaiter(op);
       return Promise.reject(this.stdinFull("reset"));
     }
-    return op.promise;
+    return abortable(op, options.signal, () => this.removeResetWaiter(op));
   }
 
-  configure(patch: TConfigPatch): Promise<TConfig> {
+  configure(patch: TConfigPatch, options: OperationOptions = {}): Promise<TConfig> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const op = deferred<unknown>();
     try {
       // A checked copy: what is validated is what is sent (getters and
@@ -569,7 +677,7 @@ class SessionController<TConfig, TConfigPatch> {
       // The patch threw while read, or the encoder refused it (unpaired surrogate, too long).
       return Promise.reject(new ConfigureError("invalid", error instanceof Error ? error.message : String(error), { cause: error }));
     }
-    return op.promise as Promise<TConfig>;
+    return abortable(op, options.signal, () => {}) as Promise<TConfig>;
   }
 
   close(): Promise<void> {
@@ -578,6 +686,7 @@ class SessionController<TConfig, TConfigPatch> {
     if (phase.name !== "closing") {
       this.lifecycle.phase = { name: "closing" };
       this.commands.push({ kind: "shutdown" });
+      this.recorder?.record("stdin", JSON.stringify({ type: "shutdown" }));
       this.channel.shutdown();
     }
     return this.closedPromise.promise;
@@ -599,13 +708,37 @@ class SessionController<TConfig, TConfigPatch> {
       get bufferedInputBytes() {
         return session.channel.bufferedBytes();
       },
-      run: (text: string) => session.run(text),
-      cancel: () => session.cancel(),
-      reset: () => session.reset(),
-      configure: (patch: TConfigPatch) => session.configure(patch),
+      run: (text: string, options?: RunOptions) => session.run(text, options),
+      cancel: (options?: OperationOptions) => session.cancel(options),
+      reset: (options?: OperationOptions) => session.reset(options),
+      configure: (patch: TConfigPatch, options?: OperationOptions) => session.configure(patch, options),
       close: () => session.close(),
     });
   }
+}
+
+/**
+ * Lines `strayStdout: "tolerate"` lets pass: those that are not bridge
+ * events at all (text a tool printed, JSON without a `protocol_version`).
+ * A line that claims to be an event and is wrong stays fatal.
+ */
+const STRAY: ReadonlySet<string> = new Set(["invalid-json", "not-an-object", "version-not-a-string"]);
+/** How much of a stray line its diagnostic shows. */
+const STRAY_HEAD_CHARS = 200;
+
+/** How a bad line before `ready` makes startup fail. */
+function startFailureOf(error: BridgeDecodeError, line: string): { message: string; code: SessionStartErrorCode; cause: unknown } {
+  if (error.code === "unsupported-version") {
+    return { message: `The backend speaks an unsupported protocol version: ${error.message}`, code: "unsupported-protocol", cause: error };
+  }
+  let type: unknown;
+  try {
+    type = (JSON.parse(line) as { type?: unknown } | null)?.type;
+  } catch {
+    // Not JSON.
+  }
+  if (type === "ready") return { message: `The backend's ready event is invalid: ${error.message}`, code: "bad-ready", cause: error };
+  return { message: "Backend exited before ready event.", code: "protocol-error", cause: error };
 }
 
 /** The backend spec, refused with a clear message when it is not one. */

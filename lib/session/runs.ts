@@ -116,3 +116,60 @@ export class Runs {
     for (const waiter of this.cancelWaiters.splice(0)) waiter.reject(error);
   }
 }
+
+/**
+ * The timers and the abort signal watching one run: the run timeout, and
+ * the idle watchdog (no event for `idleMs` while the run lasts, reported
+ * once per silence). `stop()` when the run has ended.
+ */
+export class RunWatch {
+  private readonly timeout: ReturnType<typeof setTimeout> | undefined;
+  private idle: ReturnType<typeof setTimeout> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly watch: {
+      signal: AbortSignal | undefined;
+      timeoutMs: number | undefined;
+      idleMs: number | undefined;
+      onAbort: () => void;
+      onTimeout: () => void;
+      onIdle: () => void;
+    },
+  ) {
+    watch.signal?.addEventListener("abort", watch.onAbort, { once: true });
+    if (watch.timeoutMs !== undefined) this.timeout = setTimeout(watch.onTimeout, watch.timeoutMs);
+    this.sawEvent();
+  }
+
+  /** An event came: the silence starts again. */
+  sawEvent(): void {
+    if (this.stopped || this.watch.idleMs === undefined) return;
+    clearTimeout(this.idle);
+    this.idle = setTimeout(this.watch.onIdle, this.watch.idleMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timeout);
+    clearTimeout(this.idle);
+    this.watch.signal?.removeEventListener("abort", this.watch.onAbort);
+  }
+}
+
+/**
+ * The promise of an operation that an abort signal can give up on: the
+ * caller stops waiting (it rejects with the signal's reason) while the
+ * command, already sent, is still matched with its answer.
+ */
+export function abortable<T>(op: Deferred<T>, signal: AbortSignal | undefined, forget: () => void): Promise<T> {
+  if (!signal) return op.promise;
+  const onAbort = () => {
+    forget();
+    op.reject(signal.reason);
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+  const done = () => signal.removeEventListener("abort", onAbort);
+  op.promise.then(done, done);
+  return op.promise;
+}
