@@ -364,7 +364,7 @@ describe.runIf(linux)("a grandchild holding the pipes does not keep the host ali
   /** A host whose backend starts a 30 s sleep that inherits its stdout and stderr (escaping its group), then exits. */
   async function hostWithGrandchild(supervise: boolean) {
     const ready = JSON.stringify({ protocol_version: "1.0", type: "ready", ts: 1, version: "0", package: "x", metadata: {} });
-    const backend = `echo '${ready}'; setsid sleep 30 & echo "grandchild $!" >&2; exit 0`;
+    const backend = `echo '${ready}'; setsid sh -c 'echo "grandchild $$" >&2; exec sleep 30' & sleep 0.2; exit 0`;
     const script = `
       const { spawnBridgeProcess } = require(${JSON.stringify(join(repoRoot, "dist", "index.js"))});
       spawnBridgeProcess({ command: "sh", args: ["-c", ${JSON.stringify(backend)}], supervise: ${supervise} }, {
@@ -386,7 +386,7 @@ describe.runIf(linux)("a grandchild holding the pipes does not keep the host ali
       expect(out).toMatch(/^event ready\n/);
       expect(out.trim().split("\n").at(-1)).toBe("exit 0 null");
       // The host exited while the grandchild still holds the pipes.
-      expect(existsSync(`/proc/${grandchild}`)).toBe(true);
+      expect(alive(grandchild)).toBe(true);
     } finally {
       if (grandchild > 0) process.kill(grandchild, "SIGKILL");
     }

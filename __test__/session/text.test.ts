@@ -260,3 +260,16 @@ describe("text segmentation through the session (§9.5.4)", () => {
 });
 
 //
+
+describe("regressions", () => {
+  it("a stray run_complete with no active run makes no text", async () => {
+    const l = await h.launch();
+    l.fake.emit(ev.runComplete("ghost output"));
+    await l.rec.waitEvent("run_complete");
+    expect(l.rec.chunks()).toEqual([]);
+    const run = await startRun(l);
+    l.fake.emit(ev.text("real"), ev.runComplete("real"));
+    await run.value();
+    expect(l.rec.chunks().map((c) => c.text)).toEqual(["real", "real"]);
+  });
+});

@@ -59,9 +59,6 @@ export function jsonPatch(patch: unknown): JsonObject {
   if (!isPlainObject(patch)) {
     throw new ConfigureError("invalid", `Configure patch must be a plain JSON object, not ${describe(patch)}.`);
   }
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === undefined) throw new ConfigureError("invalid", `Configure patch value must not be undefined: ${key}.`);
-  }
   return copyJson(patch, [], new Set()) as JsonObject;
 }
 
@@ -81,9 +78,13 @@ function copyJson(value: unknown, path: (string | number)[], open: Set<object>):
     }
     if (!isPlainObject(value)) throw notJson(path, describe(value));
     const copy: JsonObject = {};
+    // Each member is read once (a getter runs once): the copy is what is sent.
     for (const [key, member] of Object.entries(value)) {
-      // JSON.stringify leaves undefined members out; so does the copy.
-      if (member === undefined && path.length > 0) throw notJson([...path, key], "undefined");
+      // JSON.stringify would leave an undefined member out: refused instead.
+      if (member === undefined) {
+        if (path.length === 0) throw new ConfigureError("invalid", `Configure patch value must not be undefined: ${key}.`);
+        throw notJson([...path, key], "undefined");
+      }
       copy[key] = copyJson(member, [...path, key], open);
     }
     return copy;

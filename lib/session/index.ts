@@ -34,7 +34,7 @@ import { deferred, type Deferred } from "./deferred";
 import { Lifecycle } from "./lifecycle";
 import { Notifier } from "./notify";
 import { agentInfo, approvalRecord, planUpdate, toolCallInfo } from "./records";
-import { abortable, RunWatch, Runs, type ActiveRun } from "./runs";
+import { abortable, RACE_RETRIES, RACE_RETRY_MS, RESET_WHILE_ACTIVE, RUN_ALREADY_ACTIVE, RunWatch, Runs, type ActiveRun } from "./runs";
 import { TextSegmenter } from "./text";
 import type {
   AgentActivity,
@@ -305,6 +305,12 @@ class SessionController<TConfig, TConfigPatch> {
       case "shutdown":
         return this.notify.diagnostic({ kind: "command-rejected", message });
       case "prompt":
+        if (message === RUN_ALREADY_ACTIVE && this.runs.active?.raceable && (this.commands.has("cancel") || this.commands.has("reset"))) {
+          // The race refused it, and a cancel or reset was sent after it:
+          // resending would reorder them. The run never started.
+          this.runs.cancelUnstarted();
+          return;
+        }
         if (!this.runs.refused(message, (run) => this.resend(run))) {
           this.notify.diagnostic({ kind: "command-rejected", message });
         }
@@ -314,6 +320,7 @@ class SessionController<TConfig, TConfigPatch> {
         entry.op.reject(new RunError(message, "command-refused"));
         return;
       case "reset":
+        if (this.resetRace(entry, message)) return;
         this.removeResetWaiter(entry.op);
         entry.op.reject(new RunError(message, "command-refused"));
         return;
@@ -321,6 +328,25 @@ class SessionController<TConfig, TConfigPatch> {
         entry.op.reject(new ConfigureError("unsupported", message));
         return;
     }
+  }
+
+  /**
+   * The reset race: a reset whose own cancel has just ended the run can be
+   * refused because the agent frees its run lock a moment later. When
+   * nothing else was sent since, the reset is sent again shortly (up to
+   * five times) instead of failing with the conversation not reset.
+   */
+  private resetRace(entry: Extract<SentCommand, { kind: "reset" }>, message: string): boolean {
+    const endedSince = this.runs.lastTerminalAt !== undefined && this.runs.lastTerminalAt >= entry.sentAt;
+    if (message !== RESET_WHILE_ACTIVE || !endedSince || entry.retries >= RACE_RETRIES || this.commands.size > 0) return false;
+    if (!this.resetWaiters.includes(entry.op)) return false;
+    const retries = entry.retries + 1;
+    const timer = setTimeout(() => {
+      if (this.lifecycle.closed || !this.resetWaiters.includes(entry.op)) return;
+      this.sendReset(entry.op, retries);
+    }, RACE_RETRY_MS * retries);
+    timer.unref?.();
+    return true;
   }
 
   private removeResetWaiter(op: Deferred<void>): void {
@@ -653,11 +679,15 @@ class SessionController<TConfig, TConfigPatch> {
     this.runs.abandonRetry();
     const op = deferred<void>();
     this.resetWaiters.push(op);
-    if (this.sendTracked({ kind: "reset", op }, { type: "reset" }) === "full") {
+    if (this.sendReset(op, 0) === "full") {
       this.removeResetWaiter(op);
       return Promise.reject(this.stdinFull("reset"));
     }
     return abortable(op, options.signal, () => this.removeResetWaiter(op));
+  }
+
+  private sendReset(op: Deferred<void>, retries: number): SendOutcome {
+    return this.sendTracked({ kind: "reset", op, sentAt: performance.now(), retries }, { type: "reset" });
   }
 
   configure(patch: TConfigPatch, options: OperationOptions = {}): Promise<TConfig> {

@@ -196,7 +196,10 @@ fn a_backend_that_cannot_start_is_reported_on_the_control_socket() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 
     // Without a control socket, stderr says it.
-    let output = Command::new(SUPERVISOR).args(["--", "/nonexistent/backend"]).output().unwrap();
+    let output = Command::new(SUPERVISOR)
+        .args(["--", "/nonexistent/backend"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot start /nonexistent/backend"));
 }
