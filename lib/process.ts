@@ -3,6 +3,7 @@
  * it nor anything it starts outlives the host (`spawn/containment.ts`).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { resolve as resolvePath } from "node:path";
 import type { Readable } from "node:stream";
 import { BridgeReadError } from "./errors";
 import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
@@ -73,7 +74,9 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
   if (typeof command === "string") return spec as BridgeProcessOptions;
   if (typeof app !== "string") throw new Error("Backend spec must include app or command.");
   const python = spec as PythonBackendSpec;
-  const projectDir = python.projectDir ?? process.cwd();
+  // Absolute: it is both the child's cwd and uv's --project, which uv would
+  // read relative to that cwd.
+  const projectDir = resolvePath(python.projectDir ?? process.cwd());
   return {
     command: "uv",
     args: ["run", "--project", projectDir, "python", "-m", "agentlane_process_bridge", "--app", app],
