@@ -18,6 +18,20 @@ export declare function validateEventLine(line: string): number
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Frames and judges a stream's chunks on the calling thread. */
+export declare class LineDecoder {
+  /** `kind` is `"events"` (stdout: every line judged) or `"text"` (stderr). */
+  constructor(kind: 'events' | 'text', maxLineBytes: number)
+  /**
+   * Frames and judges a chunk: the parts of the lines it completed, or
+   * `null` when it completed none.
+   */
+  push(chunk: Buffer): { kinds: string, parts: string[], errors: (Error | null)[] | null } | null
+  /** Ends the stream: the parts of its unterminated fragment, if any. */
+  end(): { kinds: string, parts: string[], errors: (Error | null)[] | null } | null
+}
+export type JsLineDecoder = LineDecoder
+
 /** Reads one output stream of a backend off the JavaScript thread. */
 export declare class StreamReader {
   /**

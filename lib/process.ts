@@ -9,7 +9,7 @@ import { BridgeReadError } from "./errors";
 import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
 import { findSupervisor, parseReport, type SupervisorReport } from "./spawn/supervisor";
 import { createLineReader, type LineReader, type StreamFailure } from "./stream/line-reader";
-import { wireBridgeProcess, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
+import { wirePushed, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
 
 export type { BackendProcess, ContainmentMode };
 
@@ -141,7 +141,7 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     }
   } else {
     child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] });
-    exit.useWiring(wireBridgeProcess(child, callbacks, options));
+    exit.useWiring(wirePushed(child, callbacks, options));
   }
 
   const containment = new Containment(child, mode);

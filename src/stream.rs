@@ -53,7 +53,7 @@ type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, 
 pub struct Prepared(BatchArgs);
 
 /// The texts of a batch's parts, becoming a JavaScript array of strings.
-pub struct Parts(Vec<LineText>);
+pub struct Parts(pub(crate) Vec<LineText>);
 
 impl ToNapiValue for Parts {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
@@ -74,7 +74,7 @@ impl ToNapiValue for Parts {
 
 /// A core decode error that becomes a `BridgeDecodeError` instance when it
 /// reaches JavaScript.
-pub struct DecodeErrorValue(DecodeError);
+pub struct DecodeErrorValue(pub(crate) DecodeError);
 
 impl ToNapiValue for DecodeErrorValue {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
@@ -285,23 +285,7 @@ impl StreamReader {
         max_line_bytes: f64,
         on_batch: Function<BatchArgs, ()>,
     ) -> Result<Self> {
-        let kind = match kind.as_str() {
-            "events" => StreamKind::Events,
-            "text" => StreamKind::Text,
-            other => {
-                return Err(Error::new(
-                    Status::InvalidArg,
-                    format!("Unknown stream kind: {other}"),
-                ))
-            }
-        };
-        // Also refuses NaN.
-        if max_line_bytes.is_nan() || max_line_bytes < 1.0 {
-            return Err(Error::new(
-                Status::InvalidArg,
-                "maxLineBytes must be at least 1",
-            ));
-        }
+        let (kind, max_line_bytes) = reader_settings(&kind, max_line_bytes)?;
         let activity = Arc::new(Activity::default());
         let received = activity.clone();
         let callback = on_batch
@@ -320,7 +304,7 @@ impl StreamReader {
         crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
         Ok(StreamReader {
             options: ReaderOptions {
-                max_line_bytes: max_line_bytes as usize,
+                max_line_bytes,
                 lift: Some(LiftLimits::default()),
                 ..ReaderOptions::new(kind)
             },
@@ -496,6 +480,28 @@ impl StreamReader {
         self.pipe_writer = None;
         Ok(())
     }
+}
+
+/// The stream kind and the line limit a JavaScript caller gave, checked.
+pub(crate) fn reader_settings(kind: &str, max_line_bytes: f64) -> Result<(StreamKind, usize)> {
+    let kind = match kind {
+        "events" => StreamKind::Events,
+        "text" => StreamKind::Text,
+        other => {
+            return Err(Error::new(
+                Status::InvalidArg,
+                format!("Unknown stream kind: {other}"),
+            ))
+        }
+    };
+    // Also refuses NaN.
+    if max_line_bytes.is_nan() || max_line_bytes < 1.0 {
+        return Err(Error::new(
+            Status::InvalidArg,
+            "maxLineBytes must be at least 1",
+        ));
+    }
+    Ok((kind, max_line_bytes as usize))
 }
 
 /// Makes a batch ready for JavaScript, on the reader thread: the core

@@ -20,7 +20,7 @@ const h = new Harness(createAgentSession);
 afterEach(() => h.cleanup());
 
 describe("text segmentation through the session (§9.5.4)", () => {
-  it("deltas, empty deltas and tool start/end closing segments (immediate)", async () => {
+  it("deltas, empty deltas (ignored: no segment, no chunk) and tool start/end closing segments (immediate)", async () => {
     const l = await h.launch();
     const run = await startRun(l);
     l.fake.emit(
@@ -37,7 +37,6 @@ describe("text segmentation through the session (§9.5.4)", () => {
       { delta: "Saving", text: "Saving", segment: 1, done: false },
       { delta: ".", text: "Saving.", segment: 1, done: false },
       { delta: "", text: "Saving.", segment: 1, done: true },
-      { delta: "", text: "", segment: 2, done: true },
     ]);
     expectOneDonePerSegment(l.rec);
   });

@@ -148,7 +148,7 @@ impl ReaderOptions {
 /// Reads `source` to its end on the calling thread, delivering batches to
 /// `sink` in stream order; the last batch carries the [`StreamEnd`].
 pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut impl BatchSink) {
-    let mut framer = LineFramer::new(options.max_line_bytes);
+    let mut decoder = LineDecoder::new(options.clone());
     let mut buffer = vec![0u8; 64 * 1024];
     let mut batch = Vec::new();
     let mut batch_bytes = 0;
@@ -172,7 +172,7 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
             }
         };
         if read == 0 {
-            batch.extend(framer.finish().map(|frame| judge(frame, options)));
+            batch.extend(decoder.finish());
             sink.deliver(Batch {
                 items: batch,
                 end: Some(StreamEnd::Eof),
@@ -180,8 +180,7 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
             return;
         }
         let mut consumer_gone = false;
-        framer.push(&buffer[..read], |frame| {
-            let item = judge(frame, options);
+        decoder.push(&buffer[..read], |item| {
             batch_bytes += item.size();
             batch.push(item);
             if !consumer_gone
@@ -205,6 +204,36 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
         if consumer_gone {
             return;
         }
+    }
+}
+
+/// Frames and judges a stream's bytes as they come, on the caller's thread:
+/// what [`read_stream`] does per read, for a host that gets the bytes itself
+/// (a JavaScript stream's `data` event) and wants the items at once.
+pub struct LineDecoder {
+    framer: LineFramer,
+    options: ReaderOptions,
+}
+
+impl LineDecoder {
+    pub fn new(options: ReaderOptions) -> Self {
+        LineDecoder {
+            framer: LineFramer::new(options.max_line_bytes),
+            options,
+        }
+    }
+
+    /// Frames `bytes` and calls `emit` with every line they complete, judged.
+    pub fn push(&mut self, bytes: &[u8], mut emit: impl FnMut(Item)) {
+        let options = &self.options;
+        self.framer.push(bytes, |frame| emit(judge(frame, options)));
+    }
+
+    /// Ends the stream: the unterminated fragment, if any, judged.
+    pub fn finish(&mut self) -> Option<Item> {
+        self.framer
+            .finish()
+            .map(|frame| judge(frame, &self.options))
     }
 }
 
