@@ -87,6 +87,27 @@ describe("the packed package", () => {
     expect(identity.stdout.trim()).toBe("true");
   });
 
+  it("serves the testing kit as ./testing, via require and import, with its backend inside the package", () => {
+    const dir = join(scratch, "consumer");
+    const check = (load: string) => `
+      ${load}
+      const fake = scriptedBackend({ runs: [{ steps: [{ text: "Hi from the kit." }] }] });
+      createAgentSession({ backend: fake.backend }).then(async (session) => {
+        const result = await session.run("hello");
+        await session.close();
+        console.log(result.finalOutput, fake.commands().map((c) => c.type).join(","));
+        fake.dispose();
+      });
+    `;
+    writeFileSync(join(dir, "kit.cjs"), check('const { createAgentSession } = require("@agentlanejs/process-bridge-native"); const { scriptedBackend } = require("@agentlanejs/process-bridge-native/testing");'));
+    writeFileSync(join(dir, "kit.mjs"), check('import { createAgentSession } from "@agentlanejs/process-bridge-native"; import { scriptedBackend } from "@agentlanejs/process-bridge-native/testing";'));
+    for (const script of ["kit.cjs", "kit.mjs"]) {
+      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+      expect(result.stderr).toBe("");
+      expect(result.stdout).toBe("Hi from the kit. prompt,shutdown\n");
+    }
+  });
+
   it("explains a missing platform binary: names the platform and what to do", () => {
     const dir = project("no-binary", [mainTarball]);
     const result = spawnSync(process.execPath, ["-e", 'require("@agentlanejs/process-bridge-native")'], { cwd: dir, encoding: "utf8" });

@@ -28,7 +28,7 @@ it("asks before saving a note, and says what happened", async () => {
     },
   });
   const result = await session.run("Save a note");
-  expect(result).toMatchObject({ status: "completed", finalOutput: "Saving your note. Done." });
+  expect(result).toMatchObject({ status: "completed", finalOutput: "Done." });
   expect(asked).toEqual(["save_note: Writes a file."]);
   expect(fake.commands().map((c) => c.type)).toEqual(["prompt", "approve"]);
 });

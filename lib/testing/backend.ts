@@ -133,6 +133,7 @@ function scripted(script: Script): void {
       } else if (step.reasoning !== undefined) {
         emit(record("model_stream", { event: modelEvent("reasoning", { text: step.reasoning, reasoning: step.reasoning }) }));
       } else if (step.plan) {
+        text = "";
         emit(record("plan_updated", { ...lineage, tool_call: toolCall(`call-${++callCount}`, "write_plan", {}), plan: step.plan, explanation: null }));
       } else if (step.record) {
         emit({ type: "run_event", event: step.record });
@@ -143,6 +144,7 @@ function scripted(script: Script): void {
         active = undefined;
         return;
       } else if (step.tool) {
+        text = "";
         const call = toolCall(`call-${++callCount}`, step.tool, step.args ?? {});
         emit(record("tool_start", { ...lineage, tool_call: call, is_delegation: false }));
         let allowed = true;
@@ -249,17 +251,19 @@ type Entry = { out: string } | { in: Obj };
 
 function replay(entries: Entry[]): void {
   let at = 0;
+  let received = 0;
   const writeUntilCommand = () => {
     while (at < entries.length && "out" in entries[at]) write(`${(entries[at++] as { out: string }).out}\n`);
   };
   writeUntilCommand();
   readCommands(
     (command) => {
+      received++;
       const expected = entries[at];
       if (expected === undefined || !("in" in expected)) {
         log.mismatches.push(`unexpected command ${JSON.stringify(command)}: the transcript has no more commands`);
       } else if (!sameCommand(expected.in, command)) {
-        log.mismatches.push(`command ${at + 1}: expected ${JSON.stringify(expected.in)}, got ${JSON.stringify(command)}`);
+        log.mismatches.push(`command ${received}: expected ${JSON.stringify(expected.in)}, got ${JSON.stringify(command)}`);
         at++;
       } else {
         at++;

@@ -45,7 +45,10 @@ export type ScriptedStep =
 
 export interface ScriptedRun {
   steps: ScriptedStep[];
-  /** `run_complete.final_output` (default: the run's text, joined). */
+  /**
+   * `run_complete.final_output`. Default: the text after the last tool or
+   * plan step, as a real agent's final output is its last model turn's text.
+   */
   final?: JsonValue;
 }
 
@@ -109,12 +112,34 @@ export function replayBackend(transcript: string): ReplayBackend {
 
 /**
  * A transcript for `replayBackend` from a session's flight record
- * (`SessionClosedError.flightRecord`, or a protocol diagnostic's): its stdout
- * lines and commands, in order (stderr lines are left out).
+ * (`session.flightRecord`, `SessionClosedError.flightRecord`, or a protocol
+ * diagnostic's): its stdout lines and commands, in order (stderr lines are
+ * left out). The recorder must have kept the whole conversation, uncut:
+ * record with `flightRecorder: { lines: Infinity, bytes: Infinity,
+ * maxLineBytes: Infinity }` (its defaults keep the last 200 lines of at
+ * most 4 Ki each); a record that was cut or lost its `ready` line throws a
+ * `TypeError` that says which.
  */
 export function transcriptOf(flightRecord: readonly FlightRecord[]): string {
+  const cut = flightRecord.findIndex((record) => record.cut && record.stream !== "stderr");
+  if (cut >= 0) {
+    throw new TypeError(`transcriptOf: flight record ${cut} was cut to the recorder's maxLineBytes; record with flightRecorder: { maxLineBytes: Infinity }.`);
+  }
+  const first = flightRecord.find((record) => record.stream === "stdout");
+  if (first === undefined || typeOf(first.line) !== "ready") {
+    throw new TypeError("transcriptOf: the flight record does not start with the backend's ready line; record with flightRecorder: { lines: Infinity, bytes: Infinity }.");
+  }
   return flightRecord
     .filter((record) => record.stream !== "stderr")
     .map((record) => JSON.stringify(record.stream === "stdout" ? { out: record.line } : { in: JSON.parse(record.line) }))
     .join("\n");
+}
+
+/** A line's `type`, or undefined when it is not a JSON object. */
+function typeOf(line: string): unknown {
+  try {
+    return (JSON.parse(line) as { type?: unknown }).type;
+  } catch {
+    return undefined;
+  }
 }
