@@ -81,17 +81,25 @@ describe("session.stream()", () => {
     expect(seen).toEqual(['text "part"', 'text "" done']);
   });
 
-  it("leaving the loop early cancels the run", async () => {
+  it("leaving the loop early cancels the run, and the loop is left once the run has ended", async () => {
     const l = await h.launch();
     const stream = l.session.stream("go");
     await l.fake.expect("prompt");
     l.fake.emit(ev.runStart("go"), ev.text("first"));
-    for await (const update of stream) {
-      expect(label(update)).toBe('text "first"');
-      break;
-    }
+    const order: string[] = [];
+    const loop = (async () => {
+      for await (const update of stream) {
+        expect(label(update)).toBe('text "first"');
+        break;
+      }
+      order.push("left the loop");
+    })();
     await l.fake.expect("cancel");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    order.push("cancelled");
     l.fake.emit(ev.cancelRequested(), ev.runCancelled());
+    await loop;
+    expect(order).toEqual(["cancelled", "left the loop"]);
     await l.rec.waitEvent("run_cancelled");
     // The session goes on: the next run starts.
     const next = l.session.run("again");

@@ -615,11 +615,11 @@ class SessionController<TConfig, TConfigPatch> {
    * application's callbacks are called as for `run()`.
    */
   stream(text: string, options: RunOptions = {}): AsyncIterableIterator<SessionUpdate> {
-    const updates = new UpdateStream(this.flow, () => {
-      void this.cancel().catch(() => {
-        // Settled through the run.
-      });
-    });
+    const updates = new UpdateStream(this.flow, () =>
+      this.cancel().catch(() => {
+        // The session closed: the run has ended with it.
+      }),
+    );
     const before = this.runs.active;
     const result = this.run(text, options);
     const started = this.runs.active !== undefined && this.runs.active !== before;

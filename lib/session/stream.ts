@@ -5,7 +5,7 @@
  * wait for the consumer, the session's flow gate is closed, so the native
  * reader stops and the backend waits in `write(2)`; the host never buffers
  * the stream. Leaving the loop early (`break`, `return`, a throw) cancels
- * the run. The last update is the run's `result`; a failed run ends the
+ * the run, and the loop is left once it has ended. The last update is the run's `result`; a failed run ends the
  * iteration with its error.
  */
 import type { ApprovalRequestPayload } from "../protocol";
@@ -39,8 +39,8 @@ export class UpdateStream implements AsyncIterableIterator<SessionUpdate> {
 
   constructor(
     private readonly flow: FlowGate,
-    /** The consumer left early: cancel the run. */
-    private readonly abandon: () => void,
+    /** The consumer left early: cancel the run; settles once it has ended. */
+    private readonly abandon: () => Promise<void>,
   ) {}
 
   /** An update, in wire order. */
@@ -84,10 +84,15 @@ export class UpdateStream implements AsyncIterableIterator<SessionUpdate> {
     }
   }
 
-  /** The consumer left: the run is cancelled (if it has not ended), and the rest is dropped. */
+  /**
+   * The consumer left: the run is cancelled (if it has not ended) and the
+   * rest is dropped; resolves once the run has ended, so that the next run
+   * can start right after the loop.
+   */
   async return(): Promise<IteratorResult<SessionUpdate>> {
-    if (!this.ended) this.abandon();
+    const ending = this.ended ? undefined : this.abandon();
     this.finish();
+    await ending;
     return { value: undefined, done: true };
   }
 
