@@ -91,10 +91,28 @@ describe("TextSegmenter: coalesced delivery", () => {
     expect(out).toEqual([]);
     text.append("assistant", "y");
     expect(out).toEqual([{ stream: "assistant", delta: x(95) + "y", text: x(95) + "y", segment: 1, done: false }]);
-    // The threshold flush cleared the segment's timer.
-    expect(vi.getTimerCount()).toBe(0);
+    // The segment's timer stays armed; firing with nothing pending, it delivers nothing and is not armed again.
     vi.advanceTimersByTime(500);
     expect(out).toHaveLength(1);
+    expect(vi.getTimerCount()).toBe(0);
+    text.close();
+  });
+
+  it("text pending after a flush waits its full 120 ms: the segment's timer, firing early for it, is armed for the rest", () => {
+    const { text, out } = segmenter();
+    text.append("assistant", "a");
+    vi.advanceTimersByTime(100);
+    text.flush();
+    vi.advanceTimersByTime(10);
+    text.append("assistant", "b");
+    vi.advanceTimersByTime(10); // the timer armed for "a" fires: "b" has waited 10 ms
+    expect(out.map((c) => c.delta)).toEqual(["a"]);
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(109);
+    expect(out.map((c) => c.delta)).toEqual(["a"]);
+    vi.advanceTimersByTime(1);
+    expect(out.map((c) => c.delta)).toEqual(["a", "b"]);
+    expect(vi.getTimerCount()).toBe(0);
     text.close();
   });
 
@@ -164,7 +182,6 @@ describe("TextSegmenter: flush and close", () => {
     text.flush();
     text.flush();
     expect(out).toEqual([{ stream: "assistant", delta: "ab", text: "ab", segment: 1, done: false }]);
-    expect(vi.getTimerCount()).toBe(0);
     text.append("assistant", "c");
     text.close();
     expect(out[1]).toEqual({ stream: "assistant", delta: "c", text: "abc", segment: 1, done: true });

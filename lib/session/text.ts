@@ -12,6 +12,8 @@ interface Segment {
   number: number;
   text: string;
   pending: string;
+  /** When `pending` got its first unit (`performance.now()`). */
+  pendingSince: number;
   timer: ReturnType<typeof setTimeout> | undefined;
 }
 
@@ -20,7 +22,12 @@ const DELIVER_AT_UNITS = 96;
 /** …or from this many when the pending text ends a sentence. */
 const SENTENCE_AT_UNITS = 32;
 const SENTENCE_END = /[.!?]\s$/;
-/** Otherwise, after this delay (one timer per segment). */
+/**
+ * Otherwise, this long after the pending text's first unit. One timer per
+ * segment, left armed across flushes: when it fires early for the text
+ * pending now, it is armed again for the rest (re-arming a timer per chunk
+ * cost more than the rest of a chunk's handling).
+ */
 const COALESCE_MS = 120;
 
 export class TextSegmenter {
@@ -40,7 +47,8 @@ export class TextSegmenter {
   append(stream: TextStream, delta: string): void {
     if (delta === "") return;
     if (this.open && this.open.stream !== stream) this.close();
-    const segment = (this.open ??= { stream, number: ++this.counter, text: "", pending: "", timer: undefined });
+    const segment = (this.open ??= { stream, number: ++this.counter, text: "", pending: "", pendingSince: 0, timer: undefined });
+    if (segment.pending === "") segment.pendingSince = performance.now();
     segment.text += delta;
     segment.pending += delta;
     if (this.mode === "immediate") {
@@ -50,19 +58,26 @@ export class TextSegmenter {
     const pending = segment.pending;
     if (pending.length >= DELIVER_AT_UNITS || (pending.length >= SENTENCE_AT_UNITS && SENTENCE_END.test(pending))) {
       this.flush();
-    } else if (segment.timer === undefined && pending.length > 0) {
-      segment.timer = setTimeout(() => {
-        segment.timer = undefined;
-        if (this.open === segment) this.flush();
-      }, COALESCE_MS);
+    } else if (segment.timer === undefined) {
+      this.arm(segment, COALESCE_MS);
     }
   }
 
-  /** Delivers the pending text, if any; the segment stays open. */
+  /** The segment's timer, due in `ms`: delivers the pending text once it has waited `COALESCE_MS`. */
+  private arm(segment: Segment, ms: number): void {
+    segment.timer = setTimeout(() => {
+      segment.timer = undefined;
+      if (this.open !== segment || segment.pending === "") return;
+      const waited = performance.now() - segment.pendingSince;
+      if (waited >= COALESCE_MS - 1) this.flush();
+      else this.arm(segment, COALESCE_MS - waited);
+    }, ms);
+  }
+
+  /** Delivers the pending text, if any; the segment stays open (and its timer armed). */
   flush(): void {
     const segment = this.open;
     if (!segment) return;
-    this.stopTimer(segment);
     if (segment.pending.length === 0) return;
     const delta = segment.pending;
     segment.pending = "";
