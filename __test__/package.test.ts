@@ -31,7 +31,8 @@ beforeAll(() => {
   mainTarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
   const platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`);
   if (!platform) throw new Error(`no npm/ folder for ${process.platform}-${process.arch}`);
-  const binary = readdirSync(repoRoot).find((f) => f.endsWith(".node"))!;
+  // This platform's binary: scripts/cross-arm64.sh puts an arm64 one beside it for a while.
+  const binary = `process-bridge-native.${platform}.node`;
   const staged = join(scratch, "platform-package");
   mkdirSync(staged);
   copyFileSync(join(repoRoot, "npm", platform, "package.json"), join(staged, "package.json"));
