@@ -2,6 +2,7 @@
  * The raw N-API binding, loaded once through the napi-rs generated loader,
  * with the decode error class registered before anything can decode.
  */
+import { join } from "node:path";
 import { BridgeDecodeError } from "./errors";
 
 /** Reads one output stream of a backend off the JavaScript thread (src/stream.rs). */
@@ -61,7 +62,8 @@ function load(): NativeBinding {
     const message =
       `@agentlanejs/process-bridge-native has no native binary for this platform (${platform}, Node ${process.version}). ` +
       `Prebuilt binaries are published as optional dependencies named @agentlanejs/process-bridge-native-<platform>; ` +
-      `reinstall without --no-optional/--omit=optional, or build from source with a Rust toolchain: \`npm run build\`. ` +
+      `reinstall without --no-optional/--omit=optional, or build from source with a Rust toolchain: ` +
+      `\`node ${join(__dirname, "..", "scripts", "build-from-source.mjs")}\`. ` +
       `Loader error: ${cause instanceof Error ? cause.message : String(cause)}`;
     throw new Error(message, { cause });
   }
