@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Node.js binaries and native npm packages for other Node versions and
-// CPUs, from the npm registry, cached under node_modules/.cache.
+// CPUs (and other npm packages a test step runs), from the npm registry,
+// cached under node_modules/.cache.
 //
 //   node scripts/node-binaries.mjs node <x64|arm64> <version or range>...
 //       prints, per argument, the path of that Node's `node` binary
@@ -95,6 +96,17 @@ function compareVersions(a, b) {
   const pb = b.split(".").map(Number);
   for (let i = 0; i < 3; i++) if (pa[i] !== pb[i]) return pa[i] - pb[i];
   return 0;
+}
+
+/** An npm package (exact `name@version`) unpacked in the cache without its dependencies; returns its folder. */
+export function npmPackage(spec) {
+  const dest = join(cacheDir, "packages", spec.replace("/", "+"));
+  if (!existsSync(join(dest, "package.json"))) {
+    const { tarball } = pack(spec, join(cacheDir, "downloads"));
+    mkdirSync(dirname(dest), { recursive: true });
+    unpack(tarball, dest);
+  }
+  return dest;
 }
 
 /** Unpacks the `arch` twins of the installed linux-x64-gnu native packages; returns their names. */
