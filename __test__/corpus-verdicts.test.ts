@@ -139,7 +139,7 @@ describe("the fuzz-derived corpus", () => {
   it("is there: seeds and examples, plus what the fuzz pass kept", () => {
     expect(lines.length).toBeGreaterThan(100);
     // Without a fuzz pass first (a bare `vitest run`), only seeds and examples.
-    console.log(`fuzz-derived corpus: ${lines.length} distinct inputs, ${corpusFiles} of them from the libFuzzer corpora`);
+    console.log(`fuzz-derived corpus: ${lines.length} distinct inputs, from ${corpusFiles} libFuzzer corpus files, the seeds and the examples`);
   });
   judge("fuzz-derived", lines);
 });

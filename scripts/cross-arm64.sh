@@ -52,8 +52,8 @@ status=0
 step() { printf '\n== arm64: %s\n' "$*"; step_start=$SECONDS; }
 took() { printf '   (%ss)\n' $((SECONDS - step_start)); }
 fail() { printf 'cross-arm64: %s\n' "$*" >&2; }
-# The line test-all.mjs counts: `arm64 <part>: N passed, N failed`.
-count() { printf 'arm64 %s: %s passed, %s failed\n' "$1" "$2" "$3"; [ "$3" = 0 ] || status=1; }
+# The line test-all.mjs counts: `arm64 <part>: N passed, N failed (T s)`, T the step's time.
+count() { printf 'arm64 %s: %s passed, %s failed (%s s)\n' "$1" "$2" "$3" $((SECONDS - step_start)); [ "$3" = 0 ] || status=1; }
 
 # ---- 1. toolchain -------------------------------------------------------------
 step "toolchain (apt)"
