@@ -5,7 +5,7 @@
 #
 #   bash scripts/cross-arm64.sh          the CI part (a few minutes; `npm test` runs it)
 #   bash scripts/cross-arm64.sh --full   every vitest suite under the emulated Node
-#                                        (13-23 minutes; three tests fail from emulation
+#                                        (11-23 minutes; three tests fail from emulation
 #                                        alone, see README "Platforms")
 #
 # What it does, each step skipped when already done:
