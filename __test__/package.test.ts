@@ -31,7 +31,8 @@ beforeAll(() => {
   mainTarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
   const platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`);
   if (!platform) throw new Error(`no npm/ folder for ${process.platform}-${process.arch}`);
-  const binary = readdirSync(repoRoot).find((f) => f.endsWith(".node"))!;
+  // This platform's binary: scripts/cross-arm64.sh puts an arm64 one beside it for a while.
+  const binary = `process-bridge-native.${platform}.node`;
   const staged = join(scratch, "platform-package");
   mkdirSync(staged);
   copyFileSync(join(repoRoot, "npm", platform, "package.json"), join(staged, "package.json"));
@@ -42,13 +43,17 @@ beforeAll(() => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe("the packed package", () => {
-  it("ships the built API and the loader, not sources or binaries", () => {
+  it("ships the built API, the loader and the Rust sources to build from, not binaries or tests", () => {
     const listing = execFileSync("tar", ["-tzf", mainTarball], { encoding: "utf8" }).split("\n");
     expect(listing).toContain("package/dist/index.js");
     expect(listing).toContain("package/dist/index.mjs");
     expect(listing).toContain("package/dist/index.d.ts");
     expect(listing).toContain("package/index.js");
-    expect(listing.some((f) => f.endsWith(".node") || f.includes("/src/") || f.includes("/crates/"))).toBe(false);
+    // For scripts/build-from-source.mjs on a platform without a prebuilt binary (source-build.test.ts).
+    for (const file of ["scripts/build-from-source.mjs", "Cargo.toml", "Cargo.lock", "src/lib.rs", "crates/bridge-core/src/lib.rs"]) {
+      expect(listing).toContain(`package/${file}`);
+    }
+    expect(listing.some((f) => f.endsWith(".node") || /\/(tests|fuzz|examples|__test__|bench)\//.test(f))).toBe(false);
   });
 
   it("installs into a fresh project and completes a conversation, via require and import", () => {
