@@ -10,10 +10,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "./helpers";
+// @ts-expect-error: a plain ES module script, without types.
+import { stageSupervisor } from "../scripts/stage-supervisor.mjs";
 
 const scratch = mkdtempSync(join(tmpdir(), "pbn-package-"));
 let mainTarball = "";
 let platformTarball = "";
+/** This machine's platform package (npm/<platform>). */
+let platform = "";
 
 function npm(args: string[], cwd: string): string {
   return execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
@@ -29,7 +33,7 @@ function project(name: string, tarballs: string[]): string {
 
 beforeAll(() => {
   mainTarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
-  const platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`);
+  platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`) ?? "";
   if (!platform) throw new Error(`no npm/ folder for ${process.platform}-${process.arch}`);
   // This platform's binary: scripts/cross-arm64.sh puts an arm64 one beside it for a while.
   const binary = `process-bridge-native.${platform}.node`;
@@ -37,6 +41,8 @@ beforeAll(() => {
   mkdirSync(staged);
   copyFileSync(join(repoRoot, "npm", platform, "package.json"), join(staged, "package.json"));
   copyFileSync(join(repoRoot, binary), join(staged, binary));
+  // The supervisor goes in the same package, as the release's publish job puts it there.
+  stageSupervisor(join(repoRoot, `process-bridge-supervisor.${platform}`), staged);
   platformTarball = join(scratch, npm(["pack", "--pack-destination", scratch], staged).trim().split("\n").at(-1)!);
 }, 120_000);
 
@@ -92,6 +98,12 @@ describe("the packed package", () => {
     expect(identity.stdout.trim()).toBe("true");
   });
 
+  it("ships the supervisor in the platform package", () => {
+    const listing = execFileSync("tar", ["-tzf", platformTarball], { encoding: "utf8" }).split("\n");
+    expect(listing).toContain(`package/process-bridge-supervisor.${platform}`);
+    expect(listing).toContain(`package/process-bridge-native.${platform}.node`);
+  });
+
   it("serves the testing kit as ./testing, via require and import, with its backend inside the package", () => {
     const dir = join(scratch, "consumer");
     const check = (load: string) => `
@@ -100,7 +112,7 @@ describe("the packed package", () => {
       createAgentSession({ backend: fake.backend }).then(async (session) => {
         const result = await session.run("hello");
         await session.close();
-        console.log(result.finalOutput, fake.commands().map((c) => c.type).join(","));
+        console.log(result.finalOutput, fake.commands().map((c) => c.type).join(","), session.process.mode);
         fake.dispose();
       });
     `;
@@ -109,7 +121,8 @@ describe("the packed package", () => {
     for (const script of ["kit.cjs", "kit.mjs"]) {
       const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
       expect(result.stderr).toBe("");
-      expect(result.stdout).toBe("Hi from the kit. prompt,shutdown\n");
+      // Supervised: the supervisor was found in the platform package.
+      expect(result.stdout).toBe("Hi from the kit. prompt,shutdown supervised\n");
     }
   });
 

@@ -57,19 +57,22 @@ describe.runIf(process.env.PBN_SOURCE_BUILD === "1")("building the addon from th
     const wanted = `process-bridge-native.${process.platform}-${process.arch}${process.platform === "linux" ? "-gnu" : ""}.node`;
     expect(build.stdout).toContain(`wrote ${join(installed, wanted)}`);
     expect(existsSync(join(installed, wanted))).toBe(true);
+    const supervisor = `process-bridge-supervisor.${wanted.slice("process-bridge-native.".length, -".node".length)}`;
+    expect(build.stdout).toContain(`wrote ${join(installed, supervisor)}`);
 
     const check = `
       const { decodeBridgeEventLine, encodeBridgeCommand, spawnBridgeProcess } = require("@agentlanejs/process-bridge-native");
       const ready = '{"protocol_version":"1.0","type":"ready","ts":1,"version":"0.22.0","package":"p","metadata":{},"config":{}}';
       console.log("decoded", decodeBridgeEventLine(ready).type);
       process.stdout.write("encoded " + encodeBridgeCommand({ type: "prompt", text: "hi" }));
+      let mode;
       spawnBridgeProcess(
         { command: process.execPath, args: ["-e", "console.log(process.argv[1])", ready] },
-        { onEvent: (event) => console.log("child", event.type), onExit: (code) => console.log("exit", code) },
+        { onStarted: (info) => (mode = info.mode), onEvent: (event) => console.log("child", event.type), onExit: (code) => console.log("exit", code, mode) },
       );
     `;
     const run = spawnSync(process.execPath, ["-e", check], { cwd: project, encoding: "utf8", timeout: 30_000 });
     expect(run.stderr).toBe("");
-    expect(run.stdout).toBe('decoded ready\nencoded {"type":"prompt","text":"hi","protocol_version":"1.0"}\nchild ready\nexit 0\n');
+    expect(run.stdout).toBe('decoded ready\nencoded {"type":"prompt","text":"hi","protocol_version":"1.0"}\nchild ready\nexit 0 supervised\n');
   }, 600_000);
 });

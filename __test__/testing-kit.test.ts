@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgentSession, RunError, ConfigureError, type SessionUpdate, type AgentSession } from "../lib/index";
+import { createAgentSession, RunError, ConfigureError, type SessionUpdate, type AgentSession, type AgentSessionOptions } from "../lib/index";
 import { replayBackend, scriptedBackend, transcriptOf, type TestBackend } from "../lib/testing/index";
 import { repoRoot } from "./helpers";
 
@@ -18,9 +18,9 @@ afterEach(async () => {
   fakes = [];
 });
 
-async function sessionOn(fake: TestBackend, options: Partial<Parameters<typeof createAgentSession>[0]> = {}) {
+async function sessionOn(fake: TestBackend, options: Omit<AgentSessionOptions, "backend"> = {}) {
   fakes.push(fake);
-  const session = await createAgentSession({ backend: fake.backend, ...options });
+  const session: AgentSession = await createAgentSession({ backend: fake.backend, ...options });
   open.push(session);
   return session;
 }
@@ -43,7 +43,7 @@ function summarize(updates: SessionUpdate[]): string[] {
       case "approval":
         return `approval:${update.resolution.allowed}`;
       case "result":
-        return `result:${update.result.status}:${JSON.stringify(update.result.finalOutput)}`;
+        return `result:${update.result.status}:${update.result.status === "completed" ? JSON.stringify(update.result.finalOutput) : ""}`;
     }
   });
 }

@@ -8,10 +8,12 @@
 // `cargo build --release --locked` on the package's own Cargo.toml and
 // Cargo.lock, then puts the library where the package's loader (index.js)
 // looks first for this platform: `process-bridge-native.<platform>.node` in
-// the package folder. Cargo's output goes to `target/` there, or to
+// the package folder; on Unix, the process supervisor too
+// (`process-bridge-supervisor.<platform>` beside it, where
+// lib/spawn/supervisor.ts looks). Cargo's output goes to `target/` there, or to
 // CARGO_TARGET_DIR; it can be deleted afterwards.
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, renameSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, renameSync } from "node:fs";
 import Module, { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -79,3 +81,33 @@ const staging = `${destination}.${process.pid}.tmp`;
 copyFileSync(library, staging);
 renameSync(staging, destination);
 console.log(`wrote ${destination}`);
+
+// The supervisor (not on Windows): without it, spawnBridgeProcess falls back
+// to a process group, which a backend's own setsid() escapes.
+if (process.platform !== "win32") {
+  const supervisor = spawnSync(
+    cargo,
+    ["build", "--release", "--locked", "-p", "bridge-supervisor", "--message-format=json-render-diagnostics"],
+    { cwd: packageDir, stdio: ["ignore", "pipe", "inherit"], encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
+  );
+  if (supervisor.status !== 0) {
+    console.error(`cargo build of the supervisor failed (exit ${supervisor.status})`);
+    process.exit(1);
+  }
+  const executable = supervisor.stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line))
+    .find((message) => message.reason === "compiler-artifact" && message.target?.name === "process-bridge-supervisor" && message.executable)?.executable;
+  if (!executable) {
+    console.error("cargo built no process-bridge-supervisor executable");
+    process.exit(1);
+  }
+  const { supervisorFileName } = require(join(packageDir, "dist", "spawn", "supervisor.js"));
+  const target = join(packageDir, supervisorFileName());
+  const staged = `${target}.${process.pid}.tmp`;
+  copyFileSync(executable, staged);
+  chmodSync(staged, 0o755);
+  renameSync(staged, target);
+  console.log(`wrote ${target}`);
+}
