@@ -4,12 +4,16 @@
 // the run, with the session layer (createAgentSession + run with callbacks,
 // and the same run consumed through session.stream()) against the process
 // wiring alone (spawnBridgeProcess + a counting onEvent): the difference is
-// what the session layer costs per event.
+// what the session layer costs per event. That difference also carries the
+// effects of sharing the machine's cores with the backend and the reader
+// thread, so the session's own JS cost is also measured in process (see
+// session/in-process.mjs): the same events, no child, no decoding.
 //
 //   npm run bench:session          (node --expose-gc bench/session.mjs)
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { median } from "./harness.mjs";
+import { conversationEvents, loopInProcess, sessionInProcess } from "./session/in-process.mjs";
 
 const require = createRequire(import.meta.url);
 const { createAgentSession, createBridgeChannel, spawnBridgeProcess } = require("../dist/index.js");
@@ -121,3 +125,25 @@ console.log(`| session layer (createAgentSession, session.stream) | ${st.toFixed
 console.log(`| session layer's own share, callbacks | ${(s - w).toFixed(1)} ms | ${perEvent(s - w)} | |`);
 console.log(`| session layer's own share, streaming | ${(st - w).toFixed(1)} ms | ${perEvent(st - w)} | |`);
 console.log(`\nsession / decoding alone: ${(s / w).toFixed(2)}x (callbacks), ${(st / w).toFixed(2)}x (streaming); text chunks delivered per run: ${session[0].chunks}`);
+
+// The session's own JS cost, in process: the same events, decoded
+// beforehand, handed over in the reader's batch size, one batch per turn.
+const conversation = await conversationEvents(backend.args);
+const inProcess = { callbacks: [], streaming: [], loop: [] };
+for (let round = -5; round < 31; round++) {
+  const callbacks = await sessionInProcess(conversation, "callbacks");
+  const streaming = await sessionInProcess(conversation, "stream");
+  const loop = await loopInProcess(conversation);
+  if (round < 0) continue;
+  inProcess.callbacks.push(callbacks);
+  inProcess.streaming.push(streaming);
+  inProcess.loop.push(loop);
+}
+const loop = median(inProcess.loop);
+const ns = (ms) => ((ms * 1e6) / conversation.events.length).toFixed(0);
+console.log(`\nIn process (no child, no decoding; ${conversation.events.length} events, batches of 125, one per turn; 31 rounds, medians):`);
+console.log("| | per run | session's own cost per event |");
+console.log("| --- | ---: | ---: |");
+console.log(`| handing the events to a counting onEvent | ${loop.toFixed(2)} ms | |`);
+console.log(`| session, callbacks (run) | ${median(inProcess.callbacks).toFixed(2)} ms | ${ns(median(inProcess.callbacks) - loop)} ns |`);
+console.log(`| session, streaming API (stream) | ${median(inProcess.streaming).toFixed(2)} ms | ${ns(median(inProcess.streaming) - loop)} ns |`);

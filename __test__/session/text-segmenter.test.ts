@@ -139,6 +139,26 @@ describe("TextSegmenter: coalesced delivery", () => {
     }
   });
 
+  it("judges the sentence end as /[.!?]\\s$/ on the pending text for every UTF-16 unit, also when the punctuation and the unit come in separate deltas", () => {
+    const disagreements: string[] = [];
+    for (let unit = 0; unit <= 0xffff; unit++) {
+      const char = String.fromCharCode(unit);
+      for (const split of [false, true]) {
+        const { text, out } = segmenter();
+        if (split) {
+          text.append("assistant", x(30) + "!");
+          text.append("assistant", char);
+        } else {
+          text.append("assistant", x(30) + "!" + char);
+        }
+        const expected = /[.!?]\s$/.test(x(30) + "!" + char);
+        if ((out.length === 1) !== expected) disagreements.push(`U+${unit.toString(16)} split=${split}`);
+        text.close();
+      }
+    }
+    expect(disagreements).toEqual([]);
+  });
+
   it("does not deliver early below 32 units, without the whitespace, or with two whitespace characters", () => {
     for (const delta of [x(29) + ". ", x(40) + ".", x(40) + ",  ", x(40) + ".  ", x(40) + "a "]) {
       const { text, out } = segmenter();

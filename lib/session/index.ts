@@ -100,9 +100,8 @@ class SessionController<TConfig, TConfigPatch> {
     this.recorder = recording ? new FlightRecorder(recording === true ? {} : recording) : undefined;
     this.notify = new Notifier(options.onDiagnostic);
     this.text = new TextSegmenter(options.textDelivery ?? "coalesced", (stream, chunk) => {
-      this.notify.guard(stream === "assistant" ? "onAssistantText" : "onReasoningText", () =>
-        (stream === "assistant" ? options.onAssistantText : options.onReasoningText)?.(chunk),
-      );
+      if (stream === "assistant") this.notify.guard("onAssistantText", options.onAssistantText, chunk, options);
+      else this.notify.guard("onReasoningText", options.onReasoningText, chunk, options);
       this.updates?.push({ type: stream === "assistant" ? "text" : "reasoning", chunk });
     });
     this.approvals = new Approvals({
@@ -111,7 +110,7 @@ class SessionController<TConfig, TConfigPatch> {
       closed: () => this.lifecycle.closed !== undefined,
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
       resolved: (resolution) => {
-        this.notify.guard("onApprovalResolved", () => options.onApprovalResolved?.(resolution));
+        this.notify.guard("onApprovalResolved", options.onApprovalResolved, resolution, options);
         this.updates?.push({ type: "approval", resolution });
       },
     });
@@ -245,12 +244,12 @@ class SessionController<TConfig, TConfigPatch> {
     if (!this.lifecycle.listening) return;
     if (!this.readyInfo) {
       if (event.type !== "ready") {
-        this.notify.guard("onEvent", () => this.options.onEvent?.(event));
+        this.notify.guard("onEvent", this.options.onEvent, event, this.options);
         return;
       }
       if (!this.onReady(event)) return;
     }
-    this.notify.guard("onEvent", () => this.options.onEvent?.(event));
+    this.notify.guard("onEvent", this.options.onEvent, event, this.options);
     if (this.lifecycle.closed) return;
     this.runWatch?.sawEvent();
     if (event.type === "config") {
@@ -396,7 +395,7 @@ class SessionController<TConfig, TConfigPatch> {
     }
     if (isNativeEvent(record, "plan_updated")) {
       const update = planUpdate(record.payload);
-      this.notify.guard("onPlan", () => this.options.onPlan?.(update));
+      this.notify.guard("onPlan", this.options.onPlan, update, this.options);
       this.updates?.push({ type: "plan", plan: update });
       return;
     }
@@ -426,12 +425,12 @@ class SessionController<TConfig, TConfigPatch> {
   }
 
   private emitTool(activity: ToolActivity): void {
-    this.notify.guard("onToolActivity", () => this.options.onToolActivity?.(activity));
+    this.notify.guard("onToolActivity", this.options.onToolActivity, activity, this.options);
     this.updates?.push({ type: "tool", activity });
   }
 
   private emitAgent(activity: AgentActivity): void {
-    this.notify.guard("onAgentActivity", () => this.options.onAgentActivity?.(activity));
+    this.notify.guard("onAgentActivity", this.options.onAgentActivity, activity, this.options);
     this.updates?.push({ type: "agent", activity });
   }
 
@@ -455,7 +454,7 @@ class SessionController<TConfig, TConfigPatch> {
       return false;
     }
     this.configValue = decoded.value;
-    this.notify.guard("onConfigChanged", () => this.options.onConfigChanged?.(decoded.value));
+    this.notify.guard("onConfigChanged", this.options.onConfigChanged, decoded.value, this.options);
     return true;
   }
 
@@ -553,7 +552,7 @@ class SessionController<TConfig, TConfigPatch> {
     this.runs.rejectCancelWaiters(error);
     for (const waiter of this.resetWaiters.splice(0)) waiter.reject(error);
     this.closedPromise.resolve();
-    if (wasOpen) this.notify.guard("onClose", () => this.options.onClose?.(close));
+    if (wasOpen) this.notify.guard("onClose", this.options.onClose, close, this.options);
   }
 
   /**
