@@ -23,8 +23,13 @@
 //   npm run bench:stream   (tsc -p bench/tsconfig.json && node --expose-gc bench/stream.mjs)
 //   node --expose-gc bench/stream.mjs 3 4     (only measurements 3 and 4)
 //   STREAM_BENCH_RAW=1 node --expose-gc bench/stream.mjs   (also every run's numbers, in ms, on stderr)
+//   STREAM_BENCH_BEFORE=<tree> npm run bench:stream   (also <tree>'s build of spawnBridgeProcess, side by side)
+//
+// Measurement 5 runs every host in a fresh `node` process per run
+// (bench/stream/fresh.mjs), for a host that starts, hosts one conversation
+// and exits: its JavaScript runs cold.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,12 +38,17 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { formatNs, median } from "./harness.mjs";
 import { nestedResult, smallStream, toolEnd } from "./lines.mjs";
+import { processCpuMs, threadCpuMs, threadTimes } from "./stream/measure.mjs";
 
 const require = createRequire(import.meta.url);
 const { spawnBridgeProcess } = require("../dist/index.js");
 const { zodDecodeBridgeEventLine } = require("./.build/zod-baseline.js");
 
 const WRITER = fileURLToPath(new URL("./stream/writer.mjs", import.meta.url));
+const FRESH = fileURLToPath(new URL("./stream/fresh.mjs", import.meta.url));
+// STREAM_BENCH_BEFORE=<tree>: that tree's build too, as "ours, the build before".
+const BEFORE = process.env.STREAM_BENCH_BEFORE;
+const spawnBefore = BEFORE ? require(`${BEFORE}/dist/index.js`).spawnBridgeProcess : undefined;
 /**
  * The writer child for a file: `cat` (starts in about a millisecond), or
  * bench/stream/writer.mjs for paced writing or when STREAM_BENCH_WRITER=node
@@ -57,18 +67,6 @@ const wanted = (n) => only.size === 0 || only.has(n);
 if (typeof globalThis.gc !== "function") console.warn("(run with --expose-gc: no forced GC between runs)");
 
 // ---- the hosts ---------------------------------------------------------------
-
-/** CPU time of this (the main) thread in ms, from the scheduler (Linux; ns resolution). */
-const SCHEDSTAT = `/proc/self/task/${process.pid}/schedstat`;
-const schedstat = existsSync(SCHEDSTAT) ? () => readFileSync(SCHEDSTAT, "latin1").split(" ").map(Number) : () => [NaN, NaN];
-const threadCpuMs = () => schedstat()[0] / 1e6;
-/** [CPU time, time runnable but waiting for a core] of this thread, in ms. */
-const threadTimes = () => schedstat().slice(0, 2).map((ns) => ns / 1e6);
-/** CPU time of the whole process (all threads), in ms. */
-const processCpuMs = () => {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1e3;
-};
 
 /**
  * What every run records, between just before spawn and the completion
@@ -165,13 +163,13 @@ function consumer(run) {
   };
 }
 
-/** Ours: spawnBridgeProcess; completion is onExit. */
-function runOurs(file, writerArgs = []) {
+/** Ours (or the build before's): spawnBridgeProcess; completion is onExit. */
+function runOurs(file, writerArgs = [], spawnHost = spawnBridgeProcess) {
   const [command, args] = writer(file, writerArgs);
   return new Promise((resolve, reject) => {
     const run = startRun();
     const { stats, onEvent, onDecodeError, onStderr } = consumer(run);
-    spawnBridgeProcess(
+    spawnHost(
       { command, args },
       {
         onEvent,
@@ -260,8 +258,8 @@ async function openSteadyHost(kind, file) {
   let exited;
   const exit = new Promise((resolve) => (exited = resolve));
   let child;
-  if (kind === "ours") {
-    child = spawnBridgeProcess(
+  if (kind === "ours" || kind === "before") {
+    child = (kind === "ours" ? spawnBridgeProcess : spawnBefore)(
       { command: process.execPath, args: [WRITER, file, "on-request"] },
       { onEvent, onDecodeError: fail("decode error"), onStderr: fail("stderr"), onExit: () => exited(), onSpawnError: fail("spawn") },
     );
@@ -316,6 +314,23 @@ async function runParseUnderMonitor(line) {
   await sleep(20);
   monitor.disable();
   return { wallNs, eldMaxNs: monitor.max };
+}
+
+/**
+ * One run of `host` in a fresh `node` process (bench/stream/fresh.mjs); its
+ * numbers come back as a JSON line on its stdout.
+ */
+function runFresh(host, path, events, tree) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [FRESH, host, path, String(events), ...(tree ? [tree] : [])], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.setEncoding("utf8").on("data", (text) => (out += text));
+    child.once("error", reject);
+    child.once("close", (code) => {
+      if (code !== 0) return reject(new Error(`fresh ${host}: exit ${code}`));
+      resolve(JSON.parse(out));
+    });
+  });
 }
 
 // ---- rounds ------------------------------------------------------------------
@@ -380,7 +395,7 @@ try {
     const path = file("small.ndjson", lines);
     const bytes = lines.reduce((n, l) => n + l.length + 1, 0);
     const check = expectDelivered("small stream", lines.length);
-    const [ours, base, parse, alone] = await interleave(
+    const [ours, base, parse, alone, before] = await interleave(
       [
         ["ours", () => runOurs(path), check],
         ["baseline", () => runBaseline(path), check],
@@ -388,6 +403,7 @@ try {
         ["writer alone", () => runWriterAlone(path), (r) => {
           if (r.code !== 0) throw new Error(`writer alone: exit ${r.code}`);
         }],
+        ...(BEFORE ? [["ours, the build before", () => runOurs(path, [], spawnBefore), check]] : []),
       ],
       { rounds: 15 },
     );
@@ -400,11 +416,12 @@ try {
       console.log(`| ours: spawnBridgeProcess, until onExit | ${ms(med(ours, "wallNs") / 1e6)} | ${formatNs(med(ours, "wallNs") / n)} | 1.00× |`);
       console.log(`| baseline: spawn + readline + zod, until close and exit | ${ms(med(base, "wallNs") / 1e6)} | ${formatNs(med(base, "wallNs") / n)} | ${x(speedup)} |`);
       console.log(`| (writer alone, stdout to /dev/null, until exit) | ${ms(med(alone, "wallNs") / 1e6)} | | ${x(ratio(alone, ours, "wallNs"))} |`);
+      if (before) console.log(`| ours, the build before | ${ms(med(before, "wallNs") / 1e6)} | ${formatNs(med(before, "wallNs") / n)} | ${x(ratio(before, ours, "wallNs"))} |`);
       console.log(`\nBaseline / ours: ${x(speedup)} (target ≥ 2.50×: ${verdict(speedup >= 2.5)}).`);
       console.log("\nWhere the wall time goes (medians; the child's CPU is not included):\n");
       console.log("| contender | wall | spawn → first event | JS thread: event-loop active | JS thread: CPU | JS thread: runnable, waiting for a core | other threads of this process: CPU | longest event-loop stall (1 ms monitor) |");
       console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-      for (const [name, runs] of [["ours", ours], ["baseline", base], ["writer alone", alone]]) {
+      for (const [name, runs] of [["ours", ours], ["baseline", base], ["writer alone", alone], ...(before ? [["ours, the build before", before]] : [])]) {
         const first = runs === alone ? "" : ms(med(runs, "firstEventMs"));
         console.log(`| ${name} | ${ms(med(runs, "wallNs") / 1e6)} | ${first} | ${ms(med(runs, "activeMs"))} | ${ms(med(runs, "cpuMs"))} | ${ms(med(runs, "waitedMs"))} | ${ms(med(runs, "otherCpuMs"))} | ${ms(med(runs, "eldMaxNs") / 1e6)} |`);
       }
@@ -420,6 +437,7 @@ try {
       console.log(`| ours | spawn → onExit | ${per(ours, "activeMs")} | ${x(elu(ours))} | ${per(ours, "cpuMs")} | ${x(cpu(ours))} |`);
       console.log(`| baseline | spawn → close and exit | ${per(base, "activeMs")} | ${x(elu(base))} | ${per(base, "cpuMs")} | ${x(cpu(base))} |`);
       console.log(`| (writer alone, no reader) | spawn → exit | ${per(alone, "activeMs")} | ${x(elu(alone))} | ${per(alone, "cpuMs")} | ${x(cpu(alone))} |`);
+      if (before) console.log(`| ours, the build before | spawn → onExit | ${per(before, "activeMs")} | ${x(elu(before))} | ${per(before, "cpuMs")} | ${x(cpu(before))} |`);
       console.log(`\nOurs / JSON.parse: ${x(elu(ours))} by event-loop active time, ${x(cpu(ours))} by thread CPU time (target ≤ 1.30×: ${verdict(elu(ours) <= 1.3)}).`);
     }
   }
@@ -437,12 +455,14 @@ try {
       const path = file("large.ndjson", [line]);
       const ours = await openSteadyHost("ours", path);
       const base = await openSteadyHost("baseline", path);
+      const earlier = BEFORE ? await openSteadyHost("before", path) : undefined;
       try {
-        const [oursRuns, baseRuns, parse] = await interleave(
+        const [oursRuns, baseRuns, parse, beforeRuns] = await interleave(
           [
             ["ours", () => ours.request()],
             ["baseline", () => base.request()],
             ["JSON.parse", () => runParse([line])],
+            ...(earlier ? [["ours, the build before", () => earlier.request()]] : []),
           ],
           { rounds },
         );
@@ -452,17 +472,18 @@ try {
         const target = !name.startsWith("(");
         const ratios = (runs) => (target ? `${x(elu(runs))} / ${x(cpu(runs))}` : "—");
         rows.push(
-          `| ${name} | ${mib(line.length)} | ${ms(med(parse, "wallNs") / 1e6)} / ${ms(med(parse, "cpuMs"))} | ${both(oursRuns)} | ${ratios(oursRuns)} | ${both(baseRuns)} | ${ratios(baseRuns)} | ${ms(med(oursRuns, "wallNs") / 1e6)} / ${ms(med(baseRuns, "wallNs") / 1e6)} |`,
+          `| ${name} | ${mib(line.length)} | ${ms(med(parse, "wallNs") / 1e6)} / ${ms(med(parse, "cpuMs"))} | ${both(oursRuns)} | ${ratios(oursRuns)} | ${both(baseRuns)} | ${ratios(baseRuns)} | ${ms(med(oursRuns, "wallNs") / 1e6)} / ${ms(med(baseRuns, "wallNs") / 1e6)} |` +
+            (beforeRuns ? ` ${both(beforeRuns)} | ${ratios(beforeRuns)} |` : ""),
         );
         if (target) verdicts.push(`${name}: ${x(elu(oursRuns))} by ELU, ${x(cpu(oursRuns))} by CPU (target ≤ 1.10× by ELU: ${verdict(elu(oursRuns) <= 1.1)})`);
       } finally {
-        await Promise.all([ours.close(), base.close()]);
+        await Promise.all([ours.close(), base.close(), earlier?.close()]);
       }
     }
     console.log("\n### 3. One large line from a running backend: JS-thread time, request → event\n");
     console.log("The writer child is started once per host and copies the line to its stdout whenever it reads a newline on stdin (`writer.mjs FILE on-request`), like a backend answering mid-conversation; each round times one request, from writing the newline to the child's stdin until the event has reached onEvent. Each cell: event-loop active time (ELU) / thread CPU time of the JS thread, medians; ratios (medians of per-round ratios) are ELU to JSON.parse's hrtime / CPU to JSON.parse's CPU. The verdict uses ELU: the time the event loop could not run anything else. The last row is not a target: it shows what a request costs either host with a line of almost nothing (the stdin write, the wake-ups, the callbacks).\n");
-    console.log("| line | size | bare JSON.parse, in process (hrtime / CPU) | ours | ratio | baseline | ratio | wall, request → event (ours / baseline) |");
-    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    console.log(`| line | size | bare JSON.parse, in process (hrtime / CPU) | ours | ratio | baseline | ratio | wall, request → event (ours / baseline) |${BEFORE ? " the build before | ratio |" : ""}`);
+    console.log(`| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |${BEFORE ? " ---: | ---: |" : ""}`);
     for (const row of rows) console.log(row);
     console.log(`\nOurs / JSON.parse: ${verdicts.join("; ")}.`);
   }
@@ -504,6 +525,70 @@ try {
     console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (const row of rows) console.log(row);
     console.log(`\nOurs' longest stall / JSON.parse: ${verdicts.join("; ")}.`);
+  }
+
+  if (wanted(5)) {
+    // One fresh `node` process per host and run (bench/stream/fresh.mjs),
+    // 5 interleaved repetitions; the writer is `cat`.
+    const hosts = [
+      ["ours", "ours"],
+      ...(BEFORE ? [["ours, the build before", "ours", BEFORE]] : []),
+      ["naive JS framer", "naive"],
+      ["readline + JSON.parse", "readline"],
+      ["JSON.parse alone, first pass", "parse"],
+    ];
+    const cases = [
+      ["100,000 small events", smallStream(100_000), hosts],
+      ["one 10 MB nested line", [toolEnd(nestedResult(10 << 20))], hosts],
+      ["one 250 MB string line", [toolEnd("x".repeat(250e6))], hosts.filter(([, host]) => host !== "parse")],
+    ];
+    const results = [];
+    for (const [name, lines, contenders] of cases) {
+      const path = file("fresh.ndjson", lines);
+      const bytes = lines.reduce((n, l) => n + Buffer.byteLength(l) + 1, 0);
+      const check = expectDelivered(`fresh ${name}`, lines.length);
+      const runs = await interleave(
+        contenders.map(([label, host, tree]) => [label, () => runFresh(host, path, lines.length, tree), check]),
+        { rounds: 5, warmup: 0 },
+      );
+      results.push({ name, bytes, runs: new Map(contenders.map(([label], i) => [label, runs[i]])) });
+    }
+    const [small, nested, huge] = results;
+    const labels = hosts.map(([label]) => label);
+    console.log("\n### 5. A fresh process: one new `node` per host and run\n");
+    console.log("Each run is a new `node` process (bench/stream/fresh.mjs) that spawns `cat FILE` and hosts its output once, cold; 5 repetitions, hosts interleaved in rotating order. The naive JS framer: `child_process.spawn`, `Buffer#indexOf(10)`, one `JSON.parse` per line, no validation; readline + `JSON.parse` likewise; `JSON.parse` alone: the file's lines, read and split before the timed region, parsed once. Loading the package (`require`) is not in the timed region (last row). Medians; JS-thread busy is event-loop active time (ELU) / thread CPU time.\n");
+    console.log(`| input | ${labels.join(" | ")} |`);
+    console.log(`| --- |${labels.map(() => " ---: |").join("")}`);
+    const row = (title, result, fn) => console.log(`| ${title} | ${labels.map((label) => (result.runs.has(label) ? fn(result.runs.get(label)) : "—")).join(" | ")} |`);
+    const busy = (runs) => `${ms(med(runs, "activeMs"))} / ${ms(med(runs, "cpuMs"))}`;
+    row(`${small.name}, wall`, small, (runs) => ms(med(runs, "wallNs") / 1e6));
+    row(`${small.name}, JS-thread busy`, small, busy);
+    row(`${small.name}, spawn → first event`, small, (runs) => (Number.isNaN(med(runs, "firstEventMs")) ? "—" : ms(med(runs, "firstEventMs"))));
+    row(`${nested.name}, JS-thread busy`, nested, busy);
+    row(`${nested.name}, wall`, nested, (runs) => ms(med(runs, "wallNs") / 1e6));
+    row("loading the package (not timed above)", small, (runs) => (runs[0].host === "ours" ? ms(med(runs, "loadMs")) : "—"));
+    const ours = (result) => result.runs.get("ours");
+    const naiveWall = ratio(ours(small), small.runs.get("naive JS framer"), "wallNs");
+    const parse = (result) => result.runs.get("JSON.parse alone, first pass");
+    const toParse = (result, runs = ours(result)) => [ratio(runs, parse(result), "activeMs", "wallNs") * 1e6, ratio(runs, parse(result), "cpuMs")];
+    const [smallElu, smallCpu] = toParse(small);
+    const [nestedElu, nestedCpu] = toParse(nested);
+    console.log(`\nOurs, fresh process (medians of per-repetition ratios): 100,000 small events, wall ${x(naiveWall)} the naive framer's (target ≤ 0.90×: ${verdict(naiveWall <= 0.9)}); JS-thread busy ${x(smallElu)} by ELU / ${x(smallCpu)} by CPU the parse's first pass (target ≤ 1.30×: ${verdict(smallElu <= 1.3)}); the 10 MB nested line's JS-thread busy ${x(nestedElu)} / ${x(nestedCpu)} its parse's (target ≤ 1.00×: ${verdict(nestedElu <= 1)}).`);
+    if (BEFORE) {
+      const earlier = (result) => result.runs.get("ours, the build before");
+      const [smallBefore] = toParse(small, earlier(small));
+      const [nestedBefore] = toParse(nested, earlier(nested));
+      console.log(`The build before: 100,000 small events, wall ${x(ratio(earlier(small), small.runs.get("naive JS framer"), "wallNs"))} the naive framer's, JS-thread ${x(smallBefore)} the parse's; the 10 MB nested line ${x(nestedBefore)}.`);
+    }
+    console.log(`\nMemory, ${huge.name} (${mib(huge.bytes)}): growth of the process's resident size from just before the spawn to its peak (VmHWM), medians, and its ratio to the line's size.\n`);
+    console.log(`| | ${labels.filter((label) => huge.runs.has(label)).join(" | ")} |`);
+    console.log(`| --- |${labels.filter((label) => huge.runs.has(label)).map(() => " ---: |").join("")}`);
+    const present = labels.filter((label) => huge.runs.has(label));
+    console.log(`| peak growth | ${present.map((label) => mib(med(huge.runs.get(label), "peakRssGrowth"))).join(" | ")} |`);
+    console.log(`| / the line | ${present.map((label) => x(med(huge.runs.get(label), "peakRssGrowth") / huge.bytes)).join(" | ")} |`);
+    console.log(`| JS-thread busy | ${present.map((label) => busy(huge.runs.get(label))).join(" | ")} |`);
+    const peak = med(ours(huge), "peakRssGrowth") / huge.bytes;
+    console.log(`\nOurs' peak / the line: ${x(peak)} (target ≤ 1.10×: ${verdict(peak <= 1.1)}).`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
