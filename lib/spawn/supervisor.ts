@@ -7,7 +7,7 @@
  * package root (a build from source) or in the platform package
  * (`@agentlanejs/process-bridge-native-<platform>`). Windows has none.
  */
-import { accessSync, constants } from "node:fs";
+import { accessSync, constants, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 /** The napi-rs platform name of this process: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, … */
@@ -18,7 +18,18 @@ export function platformName(): string {
   return base;
 }
 
+/**
+ * Decided as the addon's generated loader (`index.js`) decides it, so that
+ * the supervisor comes from the platform package the addon came from: by
+ * `/usr/bin/ldd` first, and only where that cannot be read by a diagnostic
+ * report (which costs a fresh host about 5–10 ms on its first spawn).
+ */
 function isMusl(): boolean {
+  try {
+    return readFileSync("/usr/bin/ldd", "utf8").includes("musl");
+  } catch {
+    // No ldd: ask the runtime.
+  }
   const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
   return !report?.header?.glibcVersionRuntime;
 }
