@@ -19,7 +19,8 @@
 //! the TypeScript layer calls from `setImmediate` after handling a batch, so
 //! a burst of output never keeps timers and I/O waiting long (Node runs
 //! queued thread-safe calls back to back in one loop turn), and a JavaScript
-//! thread that falls behind stops the reader (backpressure).
+//! thread that falls behind stops the reader (backpressure). A batch that
+//! waits for a credit is sent by the `ack()` that frees one (see [`Turn`]).
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -89,8 +90,16 @@ impl ToNapiValue for DecodeErrorValue {
 /// runs at most these back to back before timers and I/O get their turn.
 const IN_FLIGHT: usize = 2;
 
-/// How many more batches the reader may hand to JavaScript now, and whether
-/// the reader was disposed.
+/// How many more batches the reader may hand to JavaScript now, the batch
+/// it holds ready when it may not, and whether the reader was disposed.
+///
+/// Node runs queued thread-safe calls back to back, so the two batches in
+/// flight are often delivered in one turn and acknowledged together; the
+/// JavaScript thread would then wait for the reader thread to wake and hand
+/// over the next. So a reader without a credit *parks* its prepared batch
+/// here, and the `ack()` that returns a credit sends that batch itself, on
+/// the JavaScript thread: the next turn has it, however late the reader
+/// thread gets a core.
 struct Turn {
     state: Mutex<TurnState>,
     changed: Condvar,
@@ -99,10 +108,24 @@ struct Turn {
 struct TurnState {
     credits: usize,
     disposed: bool,
-    /// The reader thread waits for a credit: only then does `give` wake it
-    /// (a wake is a system call, and `ack()` runs on the JavaScript thread
-    /// once per batch).
-    waiting: bool,
+    /// The reader's next batch, waiting for a credit (the reader waits too,
+    /// until it has been sent: it holds the thread-safe function, which
+    /// must outlive the send).
+    parked: Option<Prepared>,
+    /// An `ack()` took the parked batch and is sending it.
+    sending: bool,
+    /// A parked batch could not be sent: the consumer is gone.
+    closed: bool,
+}
+
+/// What became of a batch handed to [`Turn::pass`].
+enum Passed {
+    /// A credit was free: the caller sends the batch now.
+    Send(Prepared),
+    /// It was parked, and an `ack()` sent it.
+    Sent,
+    /// Disposed, or the consumer is gone.
+    Stopped,
 }
 
 impl Turn {
@@ -111,33 +134,78 @@ impl Turn {
             state: Mutex::new(TurnState {
                 credits: IN_FLIGHT,
                 disposed: false,
-                waiting: false,
+                parked: None,
+                sending: false,
+                closed: false,
             }),
             changed: Condvar::new(),
         }
     }
 
-    /// Waits for a credit; `false` once disposed.
-    fn take(&self) -> bool {
+    /// The reader thread's side: takes a credit for `batch`, or parks it
+    /// and waits until an `ack()` has sent it.
+    fn pass(&self, batch: Prepared) -> Passed {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while state.credits == 0 && !state.disposed {
-            state.waiting = true;
+        if state.disposed || state.closed {
+            return Passed::Stopped;
+        }
+        if state.credits > 0 {
+            state.credits -= 1;
+            return Passed::Send(batch);
+        }
+        state.parked = Some(batch);
+        while (state.parked.is_some() || state.sending) && !state.disposed {
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.waiting = false;
-        state.credits = state.credits.saturating_sub(1);
-        !state.disposed
+        if state.disposed || state.closed {
+            state.parked = None;
+            return Passed::Stopped;
+        }
+        Passed::Sent
     }
 
-    /// Returns a credit (`ack`), or marks the reader disposed.
-    fn give(&self, disposed: bool) {
+    /// The JavaScript thread's side (`ack`): a credit back, given at once
+    /// to the parked batch if there is one, which is returned for sending
+    /// (then call [`Turn::handed`]).
+    fn give(&self) -> Option<Prepared> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.credits = (state.credits + 1).min(IN_FLIGHT);
-        state.disposed |= disposed;
-        if state.waiting {
-            self.changed.notify_all();
+        let parked = state.parked.take();
+        if parked.is_some() {
+            state.sending = true;
+        } else {
+            state.credits = (state.credits + 1).min(IN_FLIGHT);
         }
+        parked
     }
+
+    /// The batch `give` returned was sent (or could not be: the consumer
+    /// is gone); the reader goes on.
+    fn handed(&self, sent: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.sending = false;
+        state.closed |= !sent;
+        self.changed.notify_all();
+    }
+
+    /// No more batches: a waiting reader returns.
+    fn dispose(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.disposed = true;
+        state.parked = None;
+        self.changed.notify_all();
+    }
+}
+
+/// Hands a batch to the thread-safe function; `false` once it is closed.
+fn send(callback: &BatchCallback, activity: &Activity, batch: Prepared) -> bool {
+    activity.in_transit.fetch_add(1, Ordering::AcqRel);
+    // Never blocks: at most IN_FLIGHT batches are unacknowledged, and the
+    // queue holds that many.
+    let sent = callback.call(batch, ThreadsafeFunctionCallMode::NonBlocking) == Status::Ok;
+    if !sent {
+        activity.in_transit.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent
 }
 
 /// What both the reader thread and a stop request reach: the credits, and
@@ -152,7 +220,7 @@ impl crate::teardown::Stop for Shared {
     /// Disposal or the environment's end: no more batches, and a read
     /// blocked on the pipe returns, so the thread ends and the pipe closes.
     fn stop(&self) {
-        self.turn.give(true);
+        self.turn.dispose();
         #[cfg(unix)]
         if let Some(pipe) = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             pipe.stop();
@@ -209,19 +277,11 @@ struct JsSink {
 
 impl BatchSink for JsSink {
     fn deliver(&mut self, batch: Batch) -> bool {
-        let prepared = Prepared(batch_args(batch));
-        if !self.shared.turn.take() {
-            return false;
+        match self.shared.turn.pass(Prepared(batch_args(batch))) {
+            Passed::Send(prepared) => send(&self.callback, &self.activity, prepared),
+            Passed::Sent => true,
+            Passed::Stopped => false,
         }
-        self.activity.in_transit.fetch_add(1, Ordering::AcqRel);
-        let sent = self
-            .callback
-            .call(prepared, ThreadsafeFunctionCallMode::Blocking)
-            == Status::Ok;
-        if !sent {
-            self.activity.in_transit.fetch_sub(1, Ordering::AcqRel);
-        }
-        sent
     }
 }
 
@@ -424,12 +484,22 @@ impl StreamReader {
         Ok(self.queued_bytes())
     }
 
-    /// Lets the reader deliver its next batch. The TypeScript layer calls it
-    /// from `setImmediate` after handling a batch, so that other work gets a
-    /// turn of the event loop between batches.
+    /// Lets the reader deliver its next batch (the one it holds ready is
+    /// sent from here). The TypeScript layer calls it from `setImmediate`
+    /// after handling a batch, so that other work gets a turn of the event
+    /// loop between batches.
     #[napi(catch_unwind)]
     pub fn ack(&self) {
-        self.shared.turn.give(false);
+        let Some(parked) = self.shared.turn.give() else {
+            return;
+        };
+        // A parked batch means the reader thread waits in `pass` and holds
+        // the function until `handed`.
+        let sent = self
+            .running
+            .upgrade()
+            .is_some_and(|callback| send(&callback, &self.activity, parked));
+        self.shared.turn.handed(sent);
     }
 
     /// Whether the reader is busy with input: reading and judging lines, or
