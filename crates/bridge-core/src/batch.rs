@@ -8,7 +8,8 @@
 //!
 //! - consecutive small valid events are joined into the text of one JSON
 //!   array ([`PartKind::Events`]), which parses to exactly the objects the
-//!   lines parse to (they are valid JSON values);
+//!   lines parse to (they are valid JSON values); a long run becomes
+//!   several such parts, each under [`MAX_RUN_BYTES`];
 //! - a large valid event is one part of its own ([`PartKind::Event`]), so
 //!   that the binding can hand it over without a copy;
 //! - a large event whose large values were lifted out (see
@@ -134,6 +135,15 @@ impl PreparedBatch {
     }
 }
 
+/// A run's text stays under this many bytes: a longer run of small events
+/// is cut into several `Events` parts. A text under [`LARGE_LINE_BYTES`] is
+/// copied into the engine's heap, where it is freed at the next minor
+/// collection; a larger one would reach JavaScript as an external string,
+/// which may outlive its batch until a major collection, and its memory
+/// with it (measured: 30 MiB more resident size for 100,000 events read
+/// 256 KiB at a time).
+pub const MAX_RUN_BYTES: usize = LARGE_LINE_BYTES;
+
 /// The run of small events being joined into one JSON array text.
 #[derive(Default)]
 struct Run {
@@ -142,7 +152,15 @@ struct Run {
 }
 
 impl Run {
-    fn add(&mut self, line: &str) {
+    /// Adds a small event, first ending the run as one part when the line
+    /// would take its text (closing bracket included) to [`MAX_RUN_BYTES`].
+    fn add(&mut self, line: &str, prepared: &mut PreparedBatch) {
+        if self.lines > 0 && self.text.len() + line.len() + 2 >= MAX_RUN_BYTES {
+            self.close_into(prepared);
+        }
+        if self.lines == 0 {
+            self.text.reserve(MAX_RUN_BYTES);
+        }
         self.text.push(if self.lines == 0 { '[' } else { ',' });
         self.text.push_str(line);
         self.lines += 1;
@@ -167,7 +185,9 @@ pub fn prepare(batch: Batch) -> PreparedBatch {
     let mut run = Run::default();
     for item in batch.items {
         match item {
-            Item::Event { line, .. } if line.len() < LARGE_LINE_BYTES => run.add(&line),
+            Item::Event { line, .. } if line.len() < LARGE_LINE_BYTES => {
+                run.add(&line, &mut prepared)
+            }
             Item::Text(line) => prepared.push(PartKind::Text, PartText::Utf8(line)),
             Item::Event {
                 lifted: Some(lifted),
@@ -253,6 +273,24 @@ mod tests {
         let joined: serde_json::Value = serde_json::from_str(text(&prepared.parts[0])).unwrap();
         let one: serde_json::Value = serde_json::from_str(SHUTDOWN).unwrap();
         assert_eq!(joined, serde_json::json!([one.clone(), one]));
+    }
+
+    #[test]
+    fn a_long_run_is_cut_into_parts_under_the_run_limit() {
+        let lines: Vec<String> = (0..2000)
+            .map(|i| format!(r#"{{"protocol_version":"1.0","type":"shutdown","ts":{i}}}"#))
+            .collect();
+        let prepared = parts_of(&format!("{}\n", lines.join("\n")), StreamKind::Events);
+        assert!(prepared.kinds.len() > 1);
+        assert!(prepared.kinds.chars().all(|k| k == PartKind::Events.as_char()));
+        let mut joined = Vec::new();
+        for part in &prepared.parts {
+            assert!(text(part).len() < MAX_RUN_BYTES);
+            joined.extend(serde_json::from_str::<Vec<serde_json::Value>>(text(part)).unwrap());
+        }
+        let expected: Vec<serde_json::Value> =
+            lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(joined, expected);
     }
 
     #[test]

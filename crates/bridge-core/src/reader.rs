@@ -126,6 +126,10 @@ pub struct ReaderOptions {
     /// large values lifted out (for JavaScript hosts; `None`, the default,
     /// lifts nothing).
     pub lift: Option<LiftLimits>,
+    /// One read takes at most this many bytes. While the consumer is busy
+    /// the source fills up (a pipe up to its capacity), and a larger read
+    /// then takes more of it at once: fewer, larger batches.
+    pub read_bytes: usize,
 }
 
 /// Lines at least this long are *large*: worth lifting values from, and
@@ -141,6 +145,7 @@ impl ReaderOptions {
             max_batch_items: 1024,
             max_batch_bytes: 4 * 1024 * 1024,
             lift: None,
+            read_bytes: 64 * 1024,
         }
     }
 }
@@ -149,7 +154,7 @@ impl ReaderOptions {
 /// `sink` in stream order; the last batch carries the [`StreamEnd`].
 pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut impl BatchSink) {
     let mut decoder = LineDecoder::new(options.clone());
-    let mut buffer = vec![0u8; 64 * 1024];
+    let mut buffer = vec![0u8; options.read_bytes.max(1)];
     let mut batch = Vec::new();
     let mut batch_bytes = 0;
     loop {
