@@ -185,10 +185,7 @@ pub fn prepare(batch: Batch) -> PreparedBatch {
     let mut run = Run::default();
     for item in batch.items {
         match item {
-            Item::Event { line, .. } if line.len() < LARGE_LINE_BYTES => {
-                run.add(&line, &mut prepared)
-            }
-            Item::Text(line) => prepared.push(PartKind::Text, PartText::Utf8(line)),
+            // First: a lifted event's line may have been emptied.
             Item::Event {
                 lifted: Some(lifted),
                 ..
@@ -196,6 +193,10 @@ pub fn prepare(batch: Batch) -> PreparedBatch {
                 run.close_into(&mut prepared);
                 prepared.push_lifted(*lifted);
             }
+            Item::Event { line, .. } if line.len() < LARGE_LINE_BYTES => {
+                run.add(&line, &mut prepared)
+            }
+            Item::Text(line) => prepared.push(PartKind::Text, PartText::Utf8(line)),
             Item::Event { line, .. } => {
                 run.close_into(&mut prepared);
                 prepared.push(PartKind::Event, PartText::Utf8(line));

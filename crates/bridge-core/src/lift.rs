@@ -27,7 +27,7 @@
 //! with U+0000 (written `\u0000` in JSON text) when values are lifted from
 //! it, so a marker can never be mistaken for the line's own data.
 
-use crate::json::escape::decode_string_units;
+use crate::json::escape::{decode_latin1_in_place, decode_string_units, latin1_in_place};
 use crate::json::scan::string_end;
 use crate::json::{decode_string_content, HoleKind, TextCursor};
 use crate::{validate_event_text, DecodeError, EventType};
@@ -108,11 +108,12 @@ pub struct Lifted {
 }
 
 /// Judges a line like [`validate_event_line`](crate::validate_event_line)
-/// and, when it is valid and holds values worth lifting, lifts them. A line
-/// shorter than `min_array_bytes` whose validation passed over no string of
-/// `min_string_bytes` is read only once.
+/// and, when it is valid and holds values worth lifting, lifts them (with
+/// [`lift_large_values_in_place`]: `line` may be left empty, its buffer
+/// moved into a lifted string). A line shorter than `min_array_bytes` whose
+/// validation passed over no string of `min_string_bytes` is read only once.
 pub fn validate_and_lift(
-    line: &str,
+    line: &mut String,
     limits: LiftLimits,
 ) -> (Result<EventType, DecodeError>, Option<Lifted>) {
     let mut cursor = TextCursor::recording_from(line, limits.min_string_bytes);
@@ -122,7 +123,7 @@ pub fn validate_and_lift(
         .is_some_and(|holes| holes.iter().any(|h| h.kind == HoleKind::String));
     let worth_it = verdict.is_ok() && (large_string || line.len() >= limits.min_array_bytes);
     let lifted = if worth_it {
-        lift_large_values(line, limits)
+        lift_large_values_in_place(line, limits)
     } else {
         None
     };
@@ -130,6 +131,20 @@ pub fn validate_and_lift(
 }
 
 impl Lifted {
+    /// Bytes of text and contents it holds (for batch accounting).
+    pub fn size(&self) -> usize {
+        let contents: usize = self
+            .values
+            .iter()
+            .map(|value| match &value.content {
+                LiftedContent::Latin1(bytes) => bytes.len(),
+                LiftedContent::Utf16(units) => 2 * units.len(),
+                LiftedContent::Chunks(chunks) => chunks.iter().map(String::len).sum(),
+            })
+            .sum();
+        self.skeleton.len() + contents
+    }
+
     /// What a JavaScript host needs besides the skeleton and the contents:
     /// a JSON array with, per lifted value, `{"path": [keys and indices]}`,
     /// plus `"chunks": n` for an array cut into n texts.
@@ -185,6 +200,40 @@ struct Found {
 /// lift, or when a string value of the line starts with U+0000 (see the
 /// module's note on markers).
 pub fn lift_large_values(line: &str, limits: LiftLimits) -> Option<Lifted> {
+    let found = values_to_lift(line, limits)?;
+    Some(assemble(line, found, None))
+}
+
+/// [`lift_large_values`], with the line's own buffer becoming one lifted
+/// string instead of a copy: the largest one that is ASCII text whose
+/// escapes all stand for characters below U+0100 (most large strings: file
+/// contents, logs, base64). Its text is moved to the start of the buffer
+/// and its escapes are decoded in place, so lifting a 250 MB string costs
+/// no second 250 MB. `line` is left empty when that happens.
+pub fn lift_large_values_in_place(line: &mut String, limits: LiftLimits) -> Option<Lifted> {
+    let found = values_to_lift(line, limits)?;
+    let src = line.as_bytes();
+    let donor = found
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.cuts.is_none() && latin1_in_place(&src[f.start + 1..f.end - 1]))
+        .max_by_key(|(_, f)| f.end - f.start)
+        .map(|(n, f)| (n, f.start + 1, f.end - 1));
+    let mut lifted = assemble(line, found, donor.map(|(n, ..)| n));
+    if let Some((n, start, end)) = donor {
+        let mut bytes = std::mem::take(line).into_bytes();
+        let length = decode_latin1_in_place(&mut bytes, start, end);
+        // Not shrunk: an allocator may copy to shrink, and the spare
+        // capacity (the skeleton's bytes) is small.
+        bytes.truncate(length);
+        lifted.values[n].content = LiftedContent::Latin1(bytes);
+    }
+    Some(lifted)
+}
+
+/// The values of the valid JSON `line` worth lifting, in line order (see
+/// [`lift_large_values`]).
+fn values_to_lift(line: &str, limits: LiftLimits) -> Option<Vec<Found>> {
     let src = line.as_bytes();
     let mut open: Vec<Open> = Vec::new();
     let mut strings: Vec<Found> = Vec::new();
@@ -289,6 +338,13 @@ pub fn lift_large_values(line: &str, limits: LiftLimits) -> Option<Lifted> {
     }
     found.sort_by_key(|f| f.start);
     found.truncate(MAX_LIFTED);
+    Some(found)
+}
+
+/// The skeleton of `line` and the contents of the `found` values, except
+/// that of the `moved` one, left empty for the caller to fill.
+fn assemble(line: &str, found: Vec<Found>, moved: Option<usize>) -> Lifted {
+    let src = line.as_bytes();
     let mut skeleton = String::with_capacity(line.len().min(1 << 16));
     let mut values = Vec::with_capacity(found.len());
     let mut from = 0;
@@ -301,6 +357,7 @@ pub fn lift_large_values(line: &str, limits: LiftLimits) -> Option<Lifted> {
         from = found.end;
         let content = match found.cuts {
             Some(cuts) => LiftedContent::Chunks(cut_array(line, found.start, found.end, &cuts)),
+            None if moved == Some(n) => LiftedContent::Latin1(Vec::new()),
             None => decode_for_engine(&src[found.start + 1..found.end - 1]),
         };
         values.push(LiftedValue {
@@ -309,7 +366,7 @@ pub fn lift_large_values(line: &str, limits: LiftLimits) -> Option<Lifted> {
         });
     }
     skeleton.push_str(&line[from..]);
-    Some(Lifted { skeleton, values })
+    Lifted { skeleton, values }
 }
 
 /// The JSON texts of the arrays of the elements of the valid JSON array
@@ -417,6 +474,34 @@ mod tests {
             lifted.index_json(),
             r#"[{"path":["b","c",1,"d"]},{"path":["e"]}]"#
         );
+    }
+
+    #[test]
+    fn lifting_in_place_gives_what_lifting_by_copy_gives_from_the_lines_buffer() {
+        let lines = [
+            // The largest string that fits Latin-1 takes the buffer.
+            r#"{"a":"long text","b":{"c":"longer text\n\u00e9\"here"},"d":[1,2,3,4,5,6,7,8]}"#,
+            // None fits (U+2713; a non-ASCII character): copies only.
+            r#"{"a":"\u2713 long text","b":"longer \u2713 text"}"#,
+            r#"{"a":"long é text","b":"longer é text"}"#,
+            r#"{"a":"short"}"#,
+        ];
+        for (k, line) in lines.into_iter().enumerate() {
+            let by_copy = lift_large_values(line, SMALL);
+            let mut owned = line.to_owned();
+            let in_place = lift_large_values_in_place(&mut owned, SMALL);
+            assert_eq!(in_place, by_copy, "{line}");
+            assert_eq!(owned.is_empty(), k == 0, "{line}");
+        }
+        // The moved string is the line's own allocation.
+        let mut line = format!(r#"{{"s":"{}"}}"#, "x".repeat(1000));
+        let address = line.as_ptr();
+        let lifted = lift_large_values_in_place(&mut line, SMALL).unwrap();
+        let LiftedContent::Latin1(bytes) = &lifted.values[0].content else {
+            panic!("{:?}", lifted.values[0]);
+        };
+        assert_eq!(bytes.as_ptr(), address);
+        assert_eq!(bytes.len(), 1000);
     }
 
     #[test]

@@ -33,7 +33,8 @@ pub enum StreamKind {
 pub enum Item {
     /// A valid event line; parsing it gives the event. `lifted` holds it
     /// with its large values cut out, when the options ask for that (see
-    /// [`crate::lift`]).
+    /// [`crate::lift`]); `line` is then empty if the line's buffer was moved
+    /// into a lifted string.
     Event {
         line: String,
         event_type: EventType,
@@ -49,6 +50,11 @@ pub enum Item {
 impl Item {
     fn size(&self) -> usize {
         match self {
+            Item::Event {
+                line,
+                lifted: Some(lifted),
+                ..
+            } => line.len() + lifted.size(),
             Item::Event { line, .. } | Item::Invalid { line, .. } | Item::Text(line) => line.len(),
         }
     }
@@ -263,9 +269,11 @@ where
 
 fn judge(frame: Frame, options: &ReaderOptions) -> Item {
     match (frame, options.kind) {
-        (Frame::Line(line), StreamKind::Events) => {
+        (Frame::Line(mut line), StreamKind::Events) => {
             let (verdict, lifted) = match options.lift {
-                Some(limits) if line.len() >= LARGE_LINE_BYTES => validate_and_lift(&line, limits),
+                Some(limits) if line.len() >= LARGE_LINE_BYTES => {
+                    validate_and_lift(&mut line, limits)
+                }
                 _ => (validate_event_line(&line), None),
             };
             match verdict {

@@ -2,10 +2,14 @@
 //! so that every input has something to lift: parsing the skeleton and
 //! putting each value back where its marker survived must give the same
 //! JSON value as parsing the line (serde_json as the parser; inputs it
-//! rejects, and those with unpaired surrogates, are skipped).
+//! rejects, and those with unpaired surrogates, are skipped). Lifting in
+//! place (the line's buffer moved into a lifted string) must give exactly
+//! what lifting by copy gives.
 #![no_main]
 
-use bridge_core::lift::{lift_large_values, LiftLimits, LiftedContent, PathStep};
+use bridge_core::lift::{
+    lift_large_values, lift_large_values_in_place, LiftLimits, LiftedContent, PathStep,
+};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -32,9 +36,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(expected @ Value::Object(_)) = serde_json::from_str::<Value>(line) else {
         return;
     };
+    let mut owned = line.to_owned();
+    let in_place = lift_large_values_in_place(&mut owned, LIMITS);
     let Some(lifted) = lift_large_values(line, LIMITS) else {
+        assert_eq!(in_place, None);
         return;
     };
+    assert_eq!(in_place.as_ref(), Some(&lifted), "lifting in place differs for {line}");
     let mut restored: Value = serde_json::from_str(&lifted.skeleton).expect("the skeleton is JSON");
     for (n, value) in lifted.values.iter().enumerate() {
         let content = match &value.content {

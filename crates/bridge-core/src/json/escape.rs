@@ -91,6 +91,37 @@ fn plain(bytes: &[u8]) -> std::str::EncodeUtf16<'_> {
         .encode_utf16()
 }
 
+/// Whether the content of a valid JSON string (without its quotes) decodes
+/// to Latin-1 no longer than itself, so that [`decode_latin1_in_place`] can
+/// decode it: ASCII text whose escapes all stand for units below U+0100.
+pub(crate) fn latin1_in_place(raw: &[u8]) -> bool {
+    raw.is_ascii() && escapes(raw).all(|escape| escape.unit <= 0xFF)
+}
+
+/// Decodes the content of a valid JSON string, `buf[start..end]`, to the
+/// start of `buf`, in place: the Latin-1 bytes of the string `JSON.parse`
+/// gives. Returns their number. The content must pass
+/// [`latin1_in_place`]; an escape is never shorter than what it stands
+/// for, so nothing is written before it is read.
+pub(crate) fn decode_latin1_in_place(buf: &mut [u8], start: usize, end: usize) -> usize {
+    let mut written = 0;
+    let mut from = start;
+    loop {
+        let next = memchr::memchr(b'\\', &buf[from..end]).map(|at| from + at);
+        let plain_end = next.unwrap_or(end);
+        buf.copy_within(from..plain_end, written);
+        written += plain_end - from;
+        // The escape at `at`, read before its first byte may be written over.
+        let Some((at, escape)) = next.and_then(|at| Some((at, escapes(&buf[at..end]).next()?)))
+        else {
+            return written;
+        };
+        buf[written] = escape.unit as u8;
+        written += 1;
+        from = at + escape.end;
+    }
+}
+
 /// The first UTF-16 surrogate escape of valid JSON text that is not part of
 /// a high-low pair: where its backslash is, and the surrogate.
 pub(crate) fn first_unpaired_surrogate(text: &[u8]) -> Option<(usize, u16)> {
@@ -114,6 +145,30 @@ pub(crate) fn first_unpaired_surrogate(text: &[u8]) -> Option<(usize, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latin1_content_decodes_in_place_to_the_start_of_the_buffer() {
+        let cases = [
+            r"plain text",
+            r#"a\"\\\/\b\f\n\r\t\u00e9\u00FFz"#,
+            r"\n\n",
+            r"",
+            r"\u0041",
+        ];
+        for raw in cases {
+            let mut buf = format!(r#"{{"k":"{raw}"}}"#).into_bytes();
+            let (start, end) = (6, 6 + raw.len());
+            assert!(latin1_in_place(&buf[start..end]), "{raw}");
+            let mut expected = Vec::new();
+            decode_string_units(raw.as_bytes(), |unit| expected.push(unit as u8));
+            let length = decode_latin1_in_place(&mut buf, start, end);
+            assert_eq!(&buf[..length], &expected[..], "{raw}");
+        }
+        // Not Latin-1 (a unit of U+0100 or more) or not ASCII text: not in place.
+        assert!(!latin1_in_place(br"a\u0100"));
+        assert!(!latin1_in_place(br"\ud83d\ude00"));
+        assert!(!latin1_in_place("é".as_bytes()));
+    }
 
     #[test]
     fn string_content_decodes_escapes_pairs_and_unpaired_surrogates() {
