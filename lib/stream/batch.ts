@@ -56,9 +56,8 @@ function restoreInTurns(
 ): void {
   const values: unknown[] = [];
   let part = first;
-  // The array being joined, and how many of its chunks it holds.
-  let array: unknown[] = [];
-  let joined = 0;
+  // The parsed chunks of the array being restored, joined once all are in.
+  let pieces: unknown[][] = [];
   const step = () => {
     if (disposed()) return done();
     try {
@@ -68,12 +67,11 @@ function restoreInTurns(
           values.push(parts[part++]);
           continue;
         }
-        // Appending chunk by chunk keeps any one turn's work to one chunk.
-        for (const element of JSON.parse(parts[part++]) as unknown[]) array.push(element);
-        if (++joined === chunks) {
-          values.push(array);
-          array = [];
-          joined = 0;
+        // One chunk per turn keeps any one turn's work to one chunk.
+        pieces.push(JSON.parse(parts[part++]) as unknown[]);
+        if (pieces.length === chunks) {
+          values.push(joined(pieces));
+          pieces = [];
         }
         setImmediate(step);
         return;
@@ -85,6 +83,15 @@ function restoreInTurns(
     done();
   };
   setImmediate(step);
+}
+
+/**
+ * The array of the chunks' elements, in order: one native `concat` (an
+ * element-by-element copy in JavaScript costs a fresh host's cold code
+ * more than the copy itself).
+ */
+function joined(pieces: unknown[][]): unknown[] {
+  return pieces.length === 1 ? pieces[0] : ([] as unknown[]).concat(...pieces);
 }
 
 /**
@@ -129,7 +136,16 @@ export function deliverEventBatch(
           continue;
         }
         if (kind === PART.events) {
-          for (const event of parsed as BridgeEvent[]) emit(event);
+          // The hot loop (one pass per small event): no call between the
+          // parse and onEvent but onEvent's own.
+          const events = parsed as BridgeEvent[];
+          for (let k = 0; k < events.length; k++) {
+            try {
+              callbacks.onEvent(events[k]);
+            } catch (error) {
+              thrown ??= { error };
+            }
+          }
         } else if (kind === PART.event) {
           emit(parsed as BridgeEvent);
         } else if (kind === PART.lifted) {
