@@ -59,9 +59,10 @@ export declare class StreamReader {
    */
   push(chunk: Buffer): number
   /**
-   * Lets the reader deliver its next batch. The TypeScript layer calls it
-   * from `setImmediate` after handling a batch, so that other work gets a
-   * turn of the event loop between batches.
+   * Lets the reader deliver its next batch (the one it holds ready is
+   * sent from here). The TypeScript layer calls it from `setImmediate`
+   * after handling a batch, so that other work gets a turn of the event
+   * loop between batches.
    */
   ack(): void
   /**
