@@ -563,7 +563,7 @@ try {
     const busy = (runs) => `${ms(med(runs, "activeMs"))} / ${ms(med(runs, "cpuMs"))}`;
     row(`${small.name}, wall`, small, (runs) => ms(med(runs, "wallNs") / 1e6));
     row(`${small.name}, JS-thread busy`, small, busy);
-    row(`${small.name}, spawn → first event`, small, (runs) => (Number.isNaN(med(runs, "firstEventMs")) ? "—" : ms(med(runs, "firstEventMs"))));
+    row(`${small.name}, spawn → first event`, small, (runs) => (runs[0].firstEventMs === undefined ? "—" : ms(med(runs, "firstEventMs"))));
     row(`${nested.name}, JS-thread busy`, nested, busy);
     row(`${nested.name}, wall`, nested, (runs) => ms(med(runs, "wallNs") / 1e6));
     row("loading the package (not timed above)", small, (runs) => (runs[0].host === "ours" ? ms(med(runs, "loadMs")) : "—"));
