@@ -99,9 +99,11 @@ function joined(pieces: unknown[][]): unknown[] {
  * `onDecodeError` then `onInvalidLine`, in stream order. Calls `finish`
  * once every part is delivered: at once, or, when a large event has lifted
  * arrays, after their chunks were parsed over several turns (the parts
- * after it wait). Stops early, still calling `finish`, once `disposed()`. A
- * callback that throws does not cost the rest of the batch: the first
- * exception is rethrown after `finish`.
+ * after it wait), or, with `sliceMs`, when the batch's parts took longer
+ * than that, the rest in the next turn (a batch read from a full pipe holds
+ * a few runs of events). Stops early, still calling `finish`, once
+ * `disposed()`. A callback that throws does not cost the rest of the batch:
+ * the first exception is rethrown after `finish`.
  */
 export function deliverEventBatch(
   callbacks: BridgeProcessCallbacks,
@@ -110,6 +112,7 @@ export function deliverEventBatch(
   errors: (Error | null)[] | null,
   disposed: () => boolean,
   finish: () => void,
+  sliceMs?: number,
 ): void {
   let thrown: { error: unknown } | undefined;
   const emit = (event: BridgeEvent) => {
@@ -121,7 +124,13 @@ export function deliverEventBatch(
   };
   let i = 0;
   const deliverFrom = (): void => {
+    const from = i;
+    const start = sliceMs === undefined ? 0 : performance.now();
     for (; i < parts.length && !disposed(); i++) {
+      if (sliceMs !== undefined && i > from && performance.now() - start >= sliceMs) {
+        setImmediate(deliverFrom);
+        return;
+      }
       const kind = kinds.charCodeAt(i);
       try {
         if (kind === PART.invalid) {

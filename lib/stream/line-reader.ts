@@ -10,6 +10,13 @@ import { deliverEventBatch, deliverTextBatch } from "./batch";
 import { DEFAULT_MAX_LINE_BYTES } from "./contract";
 import type { FlowGate } from "./flow";
 
+/**
+ * A batch's parts are delivered in slices of about this long, one per turn
+ * of the event loop (a batch read from a full pipe holds a few runs of
+ * events; two such batches used to run back to back).
+ */
+const SLICE_MS = 1;
+
 /** A native reader for one stream, with its end reported once. */
 export interface LineReader {
   reader: NativeStreamReader;
@@ -75,7 +82,7 @@ export function createLineReader(
       waiting.shift()?.();
     };
     if (kind === "events") {
-      deliverEventBatch(callbacks, kinds, parts, errors, () => disposed, finish);
+      deliverEventBatch(callbacks, kinds, parts, errors, () => disposed, finish, SLICE_MS);
       return;
     }
     try {
