@@ -85,11 +85,7 @@ function restoreInTurns(
   setImmediate(step);
 }
 
-/**
- * The array of the chunks' elements, in order: one native `concat` (an
- * element-by-element copy in JavaScript costs a fresh host's cold code
- * more than the copy itself).
- */
+/** The array of the chunks' elements, in order (one native `concat`, no JavaScript loop per element). */
 function joined(pieces: unknown[][]): unknown[] {
   return pieces.length === 1 ? pieces[0] : ([] as unknown[]).concat(...pieces);
 }
