@@ -5,7 +5,7 @@
  * moment the session has processed its exit, and builders for valid events.
  *
  * This module imports only types from lib/: it is loaded from inside the
- * `vi.mock("../../lib/process")` factory, before lib/ itself.
+ * `vi.mock("../../lib/process")` factory (spawn-spy.ts), before lib/ itself.
  */
 import type { ChildProcess } from "node:child_process";
 import { createServer, type Server, type Socket } from "node:net";
