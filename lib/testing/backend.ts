@@ -12,6 +12,7 @@
  * a replay, every mismatch) is written to the log file as it happens.
  */
 import { readFileSync, writeFileSync, writeSync } from "node:fs";
+import { MODEL_EVENT_NULLS, nativeRecord } from "./wire";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Obj = { [key: string]: Json };
@@ -58,23 +59,8 @@ function write(text: string): void {
 
 const emit = (event: Obj) => write(`${JSON.stringify({ protocol_version: "1.0", ts: (ts += 0.001), ...event })}\n`);
 const lineage = { task_name: "Scripted", task_id: "task-1", parent_task_id: null, is_root: true };
-const record = (kind: string, payload: Obj): Obj => ({ type: "run_event", event: { type: kind, payload: { kind, ...payload } } });
-const modelEvent = (kind: string, fields: Obj): Obj => ({
-  kind,
-  raw: null,
-  provider_event_type: null,
-  item_index: null,
-  item_type: null,
-  text: null,
-  tool_call_id: null,
-  tool_call_index: null,
-  arguments_delta: null,
-  reasoning: null,
-  reasoning_signature: null,
-  response: null,
-  error: null,
-  ...fields,
-});
+const record = (kind: string, payload: Obj): Obj => nativeRecord(kind, payload) as unknown as Obj;
+const modelEvent = (kind: string, fields: Obj): Obj => ({ kind, ...MODEL_EVENT_NULLS, ...fields });
 const toolCall = (id: string, name: string, args: Obj): Obj => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
 const result = (finalOutput: Json): Obj => ({ final_output: finalOutput, responses: [], turn_count: 1, run_state: null });
 
