@@ -1,0 +1,295 @@
+//! The two Connect services of `agentlane.bridge.v1` on top of the
+//! [`Conversation`]: each request becomes a core session request, each
+//! settlement an answer, each refusal a Connect error with a documented code
+//! (see the README's table).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use connectrpc::{
+    ConnectError, ErrorDetail, RequestContext, Response, ServiceRequest, ServiceResult,
+    ServiceStream,
+};
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use crate::conversation::{backend_refusal, closed_error, Conversation, Item, Settlement, Shared};
+use crate::lifecycle::Lifecycle;
+use crate::proto::agentlane::bridge::v1 as pb;
+use bridge_core::session::Outcome;
+
+/// The API name, as `GetVersion` and the discovery line report it.
+pub const API: &str = "agentlane.bridge.v1";
+/// What this bridge can do; clients ignore names they do not know.
+pub const CAPABILITIES: [&str; 5] = ["approvals", "configure", "subscribe", "json", "proto"];
+
+fn bridge_event(item: &Item) -> pb::BridgeEvent {
+    match item {
+        Item::Event {
+            seq,
+            event_type,
+            line,
+        } => pb::BridgeEvent {
+            seq: *seq,
+            r#type: event_type.as_str().to_owned(),
+            json: line.clone(),
+            ..Default::default()
+        },
+        Item::Invalid { seq, .. } => pb::BridgeEvent {
+            seq: *seq,
+            ..Default::default()
+        },
+    }
+}
+
+fn invalid_line(item: &Item) -> Option<pb::InvalidLine> {
+    match item {
+        Item::Invalid {
+            seq,
+            message,
+            fields,
+            head,
+        } => Some(pb::InvalidLine {
+            seq: *seq,
+            message: message.clone(),
+            fields: fields.clone(),
+            line_head: head.clone(),
+            ..Default::default()
+        }),
+        Item::Event { .. } => None,
+    }
+}
+
+fn event_field(
+    event: &Option<Shared>,
+) -> buffa::MessageField<pb::BridgeEvent, buffa::Inline<pb::BridgeEvent>> {
+    event.as_deref().map(bridge_event).into()
+}
+
+/// What a run's settlement means for the caller when it is not the
+/// expected success.
+fn settlement_error(conversation: &Conversation, settlement: &Settlement) -> ConnectError {
+    let by = settlement
+        .event
+        .as_deref()
+        .and_then(|item| match item {
+            Item::Event { event_type, .. } => Some(event_type.as_str()),
+            Item::Invalid { .. } => None,
+        })
+        .unwrap_or("the backend");
+    match &settlement.outcome {
+        Outcome::Refused { message } => backend_refusal(message),
+        Outcome::ApprovalClosed => ConnectError::failed_precondition(format!(
+            "the approval was closed by {by} before the backend resolved it"
+        )),
+        Outcome::Closed(close) => conversation
+            .ended_error()
+            .unwrap_or_else(|| closed_error(close)),
+        other => ConnectError::internal(format!("unexpected settlement {other:?}")),
+    }
+}
+
+async fn settled(
+    conversation: &Conversation,
+    waiting: tokio::sync::oneshot::Receiver<Settlement>,
+) -> Result<Settlement, ConnectError> {
+    waiting.await.map_err(|_| {
+        conversation
+            .ended_error()
+            .unwrap_or_else(|| ConnectError::unavailable("agentlane-bridge is shutting down"))
+    })
+}
+
+pub struct Agent {
+    pub conversation: Arc<Conversation>,
+}
+
+// The handlers name their concrete answer types.
+#[allow(refining_impl_trait)]
+impl pb::AgentService for Agent {
+    async fn prompt(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::PromptRequest>,
+    ) -> ServiceResult<ServiceStream<pb::PromptResponse>> {
+        let (started, stream) = self.conversation.prompt(request.text)?;
+        match started.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(error),
+            Err(_) => {
+                return Err(self
+                    .conversation
+                    .ended_error()
+                    .unwrap_or_else(|| ConnectError::unavailable("the run ended")))
+            }
+        }
+        let items = stream.map(|item| {
+            item.map(|item| pb::PromptResponse {
+                item: Some(match invalid_line(&item) {
+                    Some(invalid) => invalid.into(),
+                    None => bridge_event(&item).into(),
+                }),
+                ..Default::default()
+            })
+        });
+        Response::ok(Box::pin(items) as ServiceStream<pb::PromptResponse>)
+    }
+
+    async fn approve(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::ApproveRequest>,
+    ) -> ServiceResult<pb::ApproveResponse> {
+        let waiting = self
+            .conversation
+            .approve(request.id, request.allowed, request.reason)?;
+        let settlement = settled(&self.conversation, waiting).await?;
+        match settlement.outcome {
+            Outcome::Resolved => Response::ok(pb::ApproveResponse {
+                resolved: event_field(&settlement.event),
+                ..Default::default()
+            }),
+            _ => Err(settlement_error(&self.conversation, &settlement)),
+        }
+    }
+
+    async fn cancel(
+        &self,
+        _ctx: RequestContext,
+        _request: ServiceRequest<'_, pb::CancelRequest>,
+    ) -> ServiceResult<pb::CancelResponse> {
+        let waiting = self.conversation.cancel()?;
+        let settlement = settled(&self.conversation, waiting).await?;
+        match settlement.outcome {
+            Outcome::Done => Response::ok(pb::CancelResponse {
+                event: event_field(&settlement.event),
+                ..Default::default()
+            }),
+            _ => Err(settlement_error(&self.conversation, &settlement)),
+        }
+    }
+
+    async fn reset(
+        &self,
+        _ctx: RequestContext,
+        _request: ServiceRequest<'_, pb::ResetRequest>,
+    ) -> ServiceResult<pb::ResetResponse> {
+        let waiting = self.conversation.reset()?;
+        let settlement = settled(&self.conversation, waiting).await?;
+        match settlement.outcome {
+            Outcome::Done => Response::ok(pb::ResetResponse {
+                event: event_field(&settlement.event),
+                ..Default::default()
+            }),
+            _ => Err(settlement_error(&self.conversation, &settlement)),
+        }
+    }
+
+    async fn configure(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::ConfigureRequest>,
+    ) -> ServiceResult<pb::ConfigureResponse> {
+        let patch: Map<String, Value> = serde_json::from_str(request.patch_json).map_err(|e| {
+            ConnectError::invalid_argument(format!(
+                "patch_json must be the text of a JSON object: {e}"
+            ))
+        })?;
+        let waiting = self.conversation.configure(patch)?;
+        let settlement = settled(&self.conversation, waiting).await?;
+        match &settlement.outcome {
+            Outcome::Configured => Response::ok(pb::ConfigureResponse {
+                event: event_field(&settlement.event),
+                ..Default::default()
+            }),
+            Outcome::ConfigRejected { code, message } => {
+                let error = match code.as_str() {
+                    "unsupported" => ConnectError::unimplemented(message.clone()),
+                    "internal" => ConnectError::internal(message.clone()),
+                    _ => ConnectError::invalid_argument(message.clone()),
+                };
+                let detail = pb::ConfigureFailure {
+                    code: code.clone(),
+                    event: event_field(&settlement.event),
+                    ..Default::default()
+                };
+                Err(error.with_detail(ErrorDetail::from_message(
+                    "agentlane.bridge.v1.ConfigureFailure",
+                    &detail,
+                )))
+            }
+            Outcome::Refused { message } => Err(ConnectError::unimplemented(message.clone())),
+            _ => Err(settlement_error(&self.conversation, &settlement)),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        _ctx: RequestContext,
+        _request: ServiceRequest<'_, pb::SubscribeRequest>,
+    ) -> ServiceResult<ServiceStream<pb::SubscribeResponse>> {
+        let stream = self.conversation.subscribe()?;
+        let items = stream.map(|item| {
+            item.map(|item| pb::SubscribeResponse {
+                item: Some(match invalid_line(&item) {
+                    Some(invalid) => invalid.into(),
+                    None => bridge_event(&item).into(),
+                }),
+                ..Default::default()
+            })
+        });
+        Response::ok(Box::pin(items) as ServiceStream<pb::SubscribeResponse>)
+    }
+}
+
+pub struct Control {
+    pub conversation: Arc<Conversation>,
+    pub lifecycle: Arc<Lifecycle>,
+    /// The NDJSON protocol version of the backend's `ready`.
+    pub protocol_version: String,
+}
+
+#[allow(refining_impl_trait)]
+impl pb::BridgeControlService for Control {
+    async fn ping(
+        &self,
+        _ctx: RequestContext,
+        _request: ServiceRequest<'_, pb::PingRequest>,
+    ) -> ServiceResult<pb::PingResponse> {
+        Response::ok(pb::PingResponse {
+            message: "pong".into(),
+            ..Default::default()
+        })
+    }
+
+    async fn get_version(
+        &self,
+        _ctx: RequestContext,
+        _request: ServiceRequest<'_, pb::GetVersionRequest>,
+    ) -> ServiceResult<pb::GetVersionResponse> {
+        Response::ok(pb::GetVersionResponse {
+            bridge_version: env!("CARGO_PKG_VERSION").into(),
+            api: API.into(),
+            protocol_version: self.protocol_version.clone(),
+            ready_json: self.conversation.ready_line().unwrap_or_default(),
+            capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
+            ..Default::default()
+        })
+    }
+
+    async fn shutdown(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::ShutdownRequest>,
+    ) -> ServiceResult<pb::ShutdownResponse> {
+        self.lifecycle
+            .request_stop(Some(Duration::from_millis(u64::from(request.grace_ms))));
+        let report = self.lifecycle.exited().await;
+        Response::ok(pb::ShutdownResponse {
+            backend_exit_code: report.status.code.unwrap_or(-1),
+            backend_signal: report.status.signal.unwrap_or(0),
+            killed: report.killed,
+            ..Default::default()
+        })
+    }
+}
