@@ -23,12 +23,9 @@ export declare class StreamReader {
   /**
    * `kind` is `"events"` (stdout: every line validated) or `"text"`
    * (stderr). `onBatch(kinds, parts, errors, done, failure)` is called on
-   * the JavaScript thread for every batch, in stream order: `kinds` has
-   * one character per part (`E` a JSON array of consecutive valid events,
-   * `B` one large valid event, `I` one invalid line with its error at the
-   * same index of `errors`, `T` one stderr line, and for a large event
-   * with values lifted out `L` its skeleton, `X` their index, `S` per
-   * string, `C` per array chunk). Call `ack()` after each.
+   * the JavaScript thread for every batch, in stream order; what the
+   * parts are is the core's batch contract (`bridge_core::batch`, and
+   * `batchContract()` for its constants). Call `ack()` after each.
    */
   constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
   /**
@@ -60,6 +57,11 @@ export declare class StreamReader {
    * go quiet should not count such time as quiet.
    */
   isWorking(): boolean
+  /**
+   * Batches handed to JavaScript's queue and not delivered yet (at most
+   * two). A host that stops acknowledging waits for these to arrive.
+   */
+  batchesInTransit(): number
   /** Bytes pushed but not read yet. */
   queuedBytes(): number
   /**
@@ -76,12 +78,45 @@ export declare class StreamReader {
   dispose(): void
 }
 
+export declare function batchContract(): BatchContract
+
+/**
+ * The stream batch contract's constants (`bridge_core::batch`), for the
+ * TypeScript side of it (`lib/stream/batch.ts`), which keeps no copy.
+ */
+export interface BatchContract {
+  /** Part kind name (`events`, `event`, `invalid`, …) → its character. */
+  partKinds: Record<string, string>
+  /** A lifted value's marker in the parsed skeleton is this text + its index. */
+  liftMarker: string
+  /** The default maximum line size, in bytes. */
+  defaultMaxLineBytes: number
+  /** How much of an over-long line a decode error keeps, in bytes. */
+  tooLongPrefixBytes: number
+  /** Lines from this many bytes on are large (their own parts, lifted). */
+  largeLineBytes: number
+}
+
 /**
  * Checks a command frame encoded by `JSON.stringify` (without newline).
  * Returns why the backend would mishandle it, or `null` when it is safe to
- * send; the TypeScript layer throws the `TypeError`.
+ * send.
  */
-export declare function commandFrameProblem(frame: string): string | null
+export declare function commandFrameProblem(frame: string): CommandProblem | null
+
+/**
+ * Why the backend would mishandle a command frame (the core's
+ * `CommandError`); the TypeScript layer throws it as a `BridgeCommandError`.
+ */
+export interface CommandProblem {
+  message: string
+  /** The kind's stable name (`invalid-field`, `unpaired-surrogate`, …). */
+  code: string
+  /** The command's type, when the frame named a known one. */
+  commandType?: string
+  /** The top-level field at fault, when one is. */
+  field?: string
+}
 
 /** §3.3: whether an event's `protocol_version` is accepted. */
 export declare function isSupportedProtocolVersion(value: string): boolean
@@ -99,13 +134,15 @@ export interface ProtocolTables {
   commandTypes: Array<string>
   nativeKinds: Array<string>
   modelKinds: Array<string>
+  /** `BridgeDecodeError.code` values the core produces, in kind order. */
+  decodeErrorCodes: Array<string>
 }
 
 /**
- * Registers the class that decode errors are created as. The TypeScript
- * layer calls this once when it loads, before any decoding.
+ * Registers the function that makes decode errors. The TypeScript layer
+ * calls this once when it loads, before any decoding.
  */
-export declare function registerDecodeErrorClass(errorClass: (arg0: string, arg1: Array<string>) => unknown): void
+export declare function registerDecodeErrorFactory(factory: (message: string, fields: string[], code: string) => Error): void
 
 /**
  * Validates a value that `JSON.parse` produced from an event line, by

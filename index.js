@@ -836,8 +836,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.StreamReader = nativeBinding.StreamReader
+module.exports.batchContract = nativeBinding.batchContract
 module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
 module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVersion
 module.exports.protocolTables = nativeBinding.protocolTables
-module.exports.registerDecodeErrorClass = nativeBinding.registerDecodeErrorClass
+module.exports.registerDecodeErrorFactory = nativeBinding.registerDecodeErrorFactory
 module.exports.validateEventValue = nativeBinding.validateEventValue

@@ -1,5 +1,5 @@
 /**
- * The command channel (PROTOCOL.md §9.3) against a scripted child and a
+ * The command channel (docs/protocol.md §9.3) against a scripted child and a
  * manual scheduler: every timer fires only when the test says so.
  */
 import { EventEmitter } from "node:events";

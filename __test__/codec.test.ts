@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  BridgeCommandError,
   BridgeDecodeError,
   KNOWN_COMMAND_TYPES,
   KNOWN_EVENT_TYPES,
@@ -61,6 +62,7 @@ describe.each([
       expect(error.message).toBe(example.message);
     }
     expect(error.fields).toEqual(example.fields);
+    expect(error.code).toBe(example.code);
   });
 });
 
@@ -81,6 +83,17 @@ describe("BridgeDecodeError", () => {
     const error = new BridgeDecodeError("custom");
     expect(error.fields).toEqual([]);
     expect(new BridgeDecodeError("m", ["a", "b"]).fields).toEqual(["a", "b"]);
+  });
+
+  it("carries the core's code for each check, on both paths, and applications may give a code and a cause", () => {
+    const long = `{"protocol_version":"1.0","type":"ready","ts":1,"metadata":{"pad":"${"x".repeat(70_000)}"}}`;
+    expect(decodeError(() => decodeBridgeEventLine(long)).code).toBe("invalid-payload");
+    expect(decodeError(() => decodeBridgeEventLine("{")).code).toBe("invalid-json");
+    expect(decodeError(() => decodeViaValue(`{"x":"${"y".repeat(20_000)}"`)).code).toBe("invalid-json");
+    expect(new BridgeDecodeError("custom").code).toBe("unknown");
+    const cause = new Error("inner");
+    const made = new BridgeDecodeError("m", ["a"], { code: "decode-failed", cause });
+    expect([made.code, made.cause, made.message, made.fields]).toEqual(["decode-failed", cause, "m", ["a"]]);
   });
 
   it("comes from the parsed-value path too", () => {
@@ -247,6 +260,27 @@ describe("encodeBridgeCommand", () => {
   ])("throws a TypeError for %s", (_name, command, message) => {
     expect(() => encodeBridgeCommand(command as unknown as BridgeCommand)).toThrow(TypeError);
     expect(() => encodeBridgeCommand(command as unknown as BridgeCommand)).toThrow(message);
+  });
+
+  it.each([
+    ["an unknown type", { type: "bogus" }, "unknown-type", undefined, "type"],
+    ["a missing type", { text: "x" }, "type-not-a-string", undefined, "type"],
+    ["approve.allowed a string", { type: "approve", id: "a", allowed: "true" }, "invalid-field", "approve", "allowed"],
+    ["configure.patch a Map", { type: "configure", patch: new Map() }, "invalid-field", "configure", "patch"],
+    ["an unpaired surrogate", { type: "prompt", text: "a\ud800" }, "unpaired-surrogate", "prompt", "text"],
+    ["a frame over the limit", { type: "prompt", text: "x".repeat(1_000_000) }, "too-long", "prompt", undefined],
+    ["not an object", "prompt", "not-a-command-object", undefined, undefined],
+  ])("the refusal of %s is a BridgeCommandError with its code, command and field", (_name, command, code, type, field) => {
+    let thrown: unknown;
+    try {
+      encodeBridgeCommand(command as unknown as BridgeCommand);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(BridgeCommandError);
+    expect(thrown).toBeInstanceOf(TypeError);
+    const error = thrown as BridgeCommandError;
+    expect([error.name, error.code, error.command, error.field]).toEqual(["BridgeCommandError", code, type, field]);
   });
 
   it("accepts a frame of exactly the backend's limit", () => {

@@ -2,7 +2,7 @@
  * End-to-end tests against the real backend (`agentlane==0.22.0`, the
  * `scenario_app` of tests/e2e/backends) and the two plain-Python fakes.
  * Behaviour of the backend is described in tests/e2e/NOTES.md; section
- * numbers (§) refer to /work/shared/PROTOCOL.md.
+ * numbers (§) refer to docs/protocol.md.
  *
  * Every test starts its own backend; `afterEach` shuts down whatever is still
  * running, so vitest exits on its own.

@@ -1,5 +1,5 @@
 /**
- * Process faults (PROTOCOL.md §8.8–§8.10, §9.2–§9.3): a backend that is
+ * Process faults (docs/protocol.md §8.8–§8.10, §9.2–§9.3): a backend that is
  * killed, dies mid-line, closes its stdout, never becomes ready, ignores
  * shutdown or closes its stdin, and a host that is killed. Each test checks
  * the callbacks and their order. The backends are fixtures/fault-backend.js

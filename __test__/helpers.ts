@@ -14,10 +14,12 @@ export interface InvalidExample {
   line: string;
   message: string;
   messageIsPrefix: boolean;
+  /** The `BridgeDecodeError.code` (the core's `DecodeErrorKind::code`). */
+  code: string;
   fields: string[];
 }
 
-/** The worked examples of PROTOCOL.md §10, shared with the Rust tests. */
+/** The worked examples of docs/protocol.md §10, shared with the Rust tests. */
 export const examples: {
   valid: ValidExample[];
   invalid: InvalidExample[];

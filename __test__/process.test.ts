@@ -39,6 +39,7 @@ function recorder() {
     },
     onInvalidLine: (line) => log.push(`invalidLine ${JSON.stringify(line)}`),
     onStderr: (line) => log.push(`stderr ${JSON.stringify(line)}`),
+    onReadError: (error) => log.push(`readError ${error.message}`),
     onExit: (code, signal) => {
       log.push(`exit ${code} ${signal}`);
       exited({ code, signal });

@@ -27,7 +27,7 @@ const runEvent = (record: string): string => env("run_event", `"event":${record}
 
 const lineage = `"task_name":"Assistant","task_id":"task-1","parent_task_id":null,"is_root":true`;
 
-describe("zod baseline: protocol examples (PROTOCOL.md §10)", () => {
+describe("zod baseline: protocol examples (docs/protocol.md §10)", () => {
   it("has the expected number of examples", () => {
     expect(examples.valid).toHaveLength(39);
     expect(examples.invalid).toHaveLength(54);

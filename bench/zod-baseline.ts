@@ -1,7 +1,7 @@
 /**
  * Pure-TypeScript zod 4 baseline decoder for AgentLane process-bridge event lines.
  *
- * Written from /work/shared/PROTOCOL.md only (§3.3, §5, §6, §7). It serves as
+ * Written from docs/protocol.md only (§3.3, §5, §6, §7). It serves as
  *   1. the "what users would pick instead" baseline in the benchmarks, and
  *   2. an independent oracle for differential tests against the native decoder.
  *

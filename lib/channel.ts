@@ -1,5 +1,5 @@
 /**
- * The command channel (PROTOCOL.md §9.3): writing commands to the backend's
+ * The command channel (docs/protocol.md §9.3): writing commands to the backend's
  * stdin, reporting write failures, and cooperative shutdown with SIGKILL
  * escalation.
  */

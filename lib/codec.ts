@@ -1,10 +1,10 @@
 /**
- * The codec (PROTOCOL.md §9.1): strict decoding of event lines and checked
+ * The codec (docs/protocol.md §9.1): strict decoding of event lines and checked
  * encoding of commands. Validation happens in Rust; JavaScript only parses a
  * line the validator has accepted, so the decoded value is exactly what
  * `JSON.parse` gives for it.
  */
-import { BridgeDecodeError } from "./errors";
+import { BridgeCommandError, BridgeDecodeError, type BridgeCommandErrorCode } from "./errors";
 import { native } from "./native";
 import {
   KNOWN_EVENT_TYPES,
@@ -53,7 +53,7 @@ export function decodeViaValue(text: string): BridgeEvent {
     // Not JSON: let the text validator describe the syntax error, so that
     // messages do not depend on the line's length.
     native.validateEventLine(text);
-    throw new BridgeDecodeError("Invalid JSON bridge event: SyntaxError: the line is not valid JSON");
+    throw new BridgeDecodeError("Invalid JSON bridge event: SyntaxError: the line is not valid JSON", [], { code: "invalid-json" });
   }
   native.validateEventValue(value);
   return value as BridgeEvent;
@@ -106,21 +106,35 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Encodes a command as one frame, trailing `\n` included: the command's own
  * fields, then `protocol_version`, serialized by `JSON.stringify` (§4.1).
  *
- * Unlike the reference, it throws a `TypeError` instead of writing a frame the
- * backend would mishandle: an unknown `type`, a missing or mistyped field,
- * a string with an unpaired surrogate (it kills the backend), or a frame over
- * the backend's 1,000,000-code-point line limit.
+ * Unlike the reference, it throws a {@link BridgeCommandError} (a
+ * `TypeError`) instead of writing a frame the backend would mishandle: an
+ * unknown `type`, a missing or mistyped field, a string with an unpaired
+ * surrogate (it kills the backend), or a frame over the backend's
+ * 1,000,000-code-point line limit.
  */
 export function encodeBridgeCommand(command: BridgeCommand): string {
   if (!isPlainObject(command)) {
-    throw new TypeError("encodeBridgeCommand expects a command object such as { type: \"prompt\", text: \"…\" }.");
+    throw new BridgeCommandError(
+      "encodeBridgeCommand expects a command object such as { type: \"prompt\", text: \"…\" }.",
+      { code: "not-a-command-object" },
+    );
   }
   if (command.type === "configure" && !isPlainObject((command as { patch?: unknown }).patch)) {
-    throw new TypeError("Invalid configure command: configure.patch must be a JSON object.");
+    throw new BridgeCommandError("Invalid configure command: configure.patch must be a JSON object.", {
+      code: "invalid-field",
+      command: "configure",
+      field: "patch",
+    });
   }
   const frame = JSON.stringify({ ...command, protocol_version: PROTOCOL_VERSION });
   const problem = native.commandFrameProblem(frame);
-  if (problem !== null) throw new TypeError(problem);
+  if (problem !== null) {
+    throw new BridgeCommandError(problem.message, {
+      code: problem.code as BridgeCommandErrorCode,
+      command: problem.commandType,
+      field: problem.field,
+    });
+  }
   return `${frame}\n`;
 }
 

@@ -1,17 +1,193 @@
 /**
- * A line from the backend that is not a valid bridge event (PROTOCOL.md §7).
+ * Every error class of the package (docs/protocol.md §7, §9.5.3), in one module.
  *
- * Instances are created by the native decoder (which registers this class at
+ * Each error has a stable `code` a program can switch on, in addition to the
+ * reference's `name` and `message` (which stay exactly the reference's);
+ * an error that wraps another keeps it as `cause`. Session errors share the
+ * base class {@link AgentSessionError}, so one `instanceof` catches them all.
+ */
+import type { SessionClose } from "./session/types";
+import type { ConfigErrorCode } from "./protocol";
+
+/**
+ * `BridgeDecodeError.code`. The first eight come from the Rust core's
+ * decoder (`bridge_core::DecodeErrorKind`, one per check of §7.2, plus the
+ * reader's line limit); the others are the session's own protocol checks.
+ */
+export type BridgeDecodeErrorCode =
+  | "invalid-json"
+  | "not-an-object"
+  | "version-not-a-string"
+  | "unsupported-version"
+  | "type-not-a-string"
+  | "unknown-type"
+  | "invalid-payload"
+  | "line-too-long"
+  /** An event that answers nothing the session sent (a `config` with no pending configure). */
+  | "unexpected-event"
+  /** The application's `decodeConfig` rejected a config document. */
+  | "invalid-config-document"
+  /** §7.4: something other than a decode error went wrong while decoding. */
+  | "decode-failed"
+  /** Made by application code without a code. */
+  | "unknown";
+
+/**
+ * A line from the backend that is not a valid bridge event (docs/protocol.md §7).
+ *
+ * Instances are created by the native decoder (which registers a factory at
  * load time) and by the process layers; `instanceof` works across both.
  * `fields` lists the dotted paths of the failing fields, first occurrence
  * kept, `[]` when no field applies. It is frozen.
  */
 export class BridgeDecodeError extends Error {
   readonly fields: readonly string[];
+  readonly code: BridgeDecodeErrorCode;
 
-  constructor(message: string, fields: readonly string[] = []) {
-    super(message);
+  constructor(message: string, fields: readonly string[] = [], options: { code?: BridgeDecodeErrorCode; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "BridgeDecodeError";
     this.fields = Object.freeze([...fields]);
+    this.code = options.code ?? "unknown";
+  }
+}
+
+/**
+ * Reading a backend's output stream failed (an I/O error, not a bad line):
+ * nothing more will come from it. `stream` says which one.
+ */
+export class BridgeReadError extends Error {
+  readonly code = "read-failed" as const;
+  readonly stream: "stdout" | "stderr";
+
+  constructor(stream: "stdout" | "stderr", reason: string) {
+    super(`Reading the backend's ${stream} failed: ${reason}`);
+    this.name = "BridgeReadError";
+    this.stream = stream;
+  }
+}
+
+/** `BridgeCommandError.code`: why the encoder refused a command (`bridge_core::command::CommandErrorKind`). */
+export type BridgeCommandErrorCode =
+  | "not-a-command-object"
+  | "invalid-json"
+  | "not-an-object"
+  | "type-not-a-string"
+  | "unknown-type"
+  | "invalid-field"
+  | "unpaired-surrogate"
+  | "too-long";
+
+/**
+ * A command `encodeBridgeCommand` refuses to write because the backend would
+ * mishandle it. A `TypeError`, as the programming error it is; `command` and
+ * `field` name what is at fault when known.
+ */
+export class BridgeCommandError extends TypeError {
+  readonly code: BridgeCommandErrorCode;
+  /** The command's `type`, when it names a known command. */
+  readonly command: string | undefined;
+  /** The top-level field at fault, when one is. */
+  readonly field: string | undefined;
+
+  constructor(message: string, details: { code: BridgeCommandErrorCode; command?: string | null; field?: string | null }) {
+    super(message);
+    this.name = "BridgeCommandError";
+    this.code = details.code;
+    this.command = details.command ?? undefined;
+    this.field = details.field ?? undefined;
+  }
+}
+
+// ---- session errors ------------------------------------------------------------
+
+/** The base of every session error: `code` says which failure it is. */
+export class AgentSessionError extends Error {
+  readonly code: string;
+
+  constructor(message: string, code: string, options?: { cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "AgentSessionError";
+    this.code = code;
+  }
+}
+
+/** `SessionStartError.code`. */
+export type SessionStartErrorCode =
+  /** The backend spec is unusable (nothing was spawned). */
+  | "invalid-spec"
+  /** The OS could not start the backend (`cause` holds its error). */
+  | "spawn-failed"
+  /** The backend exited before its `ready` event. */
+  | "exited-before-ready"
+  /** No `ready` event within `readyTimeoutMs`. */
+  | "ready-timeout"
+  /** The `ready` event's config failed the application's `decodeConfig`. */
+  | "bad-ready";
+
+/** Startup failed; `createAgentSession` rejects with it. */
+export class SessionStartError extends AgentSessionError {
+  declare readonly code: SessionStartErrorCode;
+
+  constructor(message: string, code: SessionStartErrorCode = "exited-before-ready", options?: { cause?: unknown }) {
+    super(message, code, options);
+    this.name = "SessionStartError";
+  }
+}
+
+/** `RunError.code`. */
+export type RunErrorCode =
+  /** The run failed inside the backend (a run-scoped `error` event). */
+  | "run-failed"
+  /** The backend refused the command (a command-scoped `error`): a prompt, cancel or reset. */
+  | "command-refused";
+
+/** The backend failed or refused a run, or refused a cancel or reset. */
+export class RunError extends AgentSessionError {
+  declare readonly code: RunErrorCode;
+
+  constructor(message: string, code: RunErrorCode = "run-failed") {
+    super(message, code);
+    this.name = "RunError";
+  }
+}
+
+/** The session ended while the operation was pending, or had already ended. */
+export class SessionClosedError extends AgentSessionError {
+  declare readonly code: "session-closed";
+  readonly close: SessionClose;
+
+  constructor(close: SessionClose) {
+    super(`Agent session closed: ${close.reason}`, "session-closed", close.reason === "protocol-error" ? { cause: close.error } : undefined);
+    this.name = "SessionClosedError";
+    this.close = close;
+  }
+}
+
+/** `SessionStateError.code`. */
+export type SessionStateErrorCode =
+  /** A run is already active. */
+  | "run-active"
+  /** The prompt is blank, or the encoder refused it (`cause` holds why). */
+  | "invalid-prompt";
+
+/** Local misuse, detected before anything is sent. */
+export class SessionStateError extends AgentSessionError {
+  declare readonly code: SessionStateErrorCode;
+
+  constructor(message: string, code: SessionStateErrorCode = "invalid-prompt", options?: { cause?: unknown }) {
+    super(message, code, options);
+    this.name = "SessionStateError";
+  }
+}
+
+/** The backend reported a configure failure, or the patch was invalid locally. */
+export class ConfigureError extends AgentSessionError {
+  /** The backend's `error.code`, or `invalid` for a patch refused locally. */
+  declare readonly code: ConfigErrorCode;
+
+  constructor(code: ConfigErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, code, options);
+    this.name = "ConfigureError";
   }
 }

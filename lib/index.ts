@@ -1,7 +1,22 @@
 /**
- * @agentlanejs/process-bridge-native: the public API (PROTOCOL.md §9).
+ * @agentlanejs/process-bridge-native: the public API (docs/protocol.md §9).
  */
-export { BridgeDecodeError } from "./errors";
+export {
+  AgentSessionError,
+  BridgeCommandError,
+  BridgeDecodeError,
+  BridgeReadError,
+  ConfigureError,
+  RunError,
+  SessionClosedError,
+  SessionStartError,
+  SessionStateError,
+  type BridgeCommandErrorCode,
+  type BridgeDecodeErrorCode,
+  type RunErrorCode,
+  type SessionStartErrorCode,
+  type SessionStateErrorCode,
+} from "./errors";
 export {
   decodeBridgeEventLine,
   encodeBridgeCommand,
@@ -33,13 +48,8 @@ export {
   type BridgeChildLike,
   type BridgeScheduler,
 } from "./channel";
-export { createAgentSession } from "./session";
+export { createAgentSession } from "./session/index";
 export {
-  ConfigureError,
-  RunError,
-  SessionClosedError,
-  SessionStartError,
-  SessionStateError,
   type AgentActivity,
   type AgentInfo,
   type AgentSession,
@@ -58,4 +68,4 @@ export {
   type TextChunk,
   type ToolActivity,
   type ToolCallInfo,
-} from "./session-types";
+} from "./session/types";

@@ -1,16 +1,11 @@
 /**
- * Spawning a backend (PROTOCOL.md §9.2, §9.4) and making sure it does not
+ * Spawning a backend (docs/protocol.md §9.2, §9.4) and making sure it does not
  * outlive the host.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { BridgeDecodeError } from "./errors";
-import {
-  createLineReader,
-  wireBridgeProcess,
-  type BridgeProcessCallbacks,
-  type LineReader,
-  type LineReaderOptions,
-} from "./wiring";
+import { BridgeReadError } from "./errors";
+import { createLineReader, type LineReader, type StreamFailure } from "./stream/line-reader";
+import { wireBridgeProcess, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
 
 export interface BridgeProcessOptions extends LineReaderOptions {
   command: string;
@@ -142,10 +137,8 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
 
   let child: ChildProcess;
   if (process.platform !== "win32") {
-    const streamEnded = (which: "stdout" | "stderr") => (failure: string | null) => {
-      if (failure !== null && which === "stdout") {
-        callbacks.onDecodeError?.(new BridgeDecodeError(`Reading the backend's stdout failed: ${failure}`), "");
-      }
+    const streamEnded = (which: "stdout" | "stderr") => (failure: StreamFailure) => {
+      if (failure !== null) callbacks.onReadError?.(new BridgeReadError(which, failure));
       if (which === "stdout") stdoutDone = true;
       else stderrDone = true;
       finish();

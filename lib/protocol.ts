@@ -1,6 +1,6 @@
 /**
  * Protocol constants and the types of every command, event and native record
- * (PROTOCOL.md §3–§6, §9.1). The name lists come from the Rust core's schema
+ * (docs/protocol.md §3–§6, §9.1). The name lists come from the Rust core's schema
  * table, so there is one source of truth for what the decoder accepts.
  */
 import { native } from "./native";

@@ -45,6 +45,12 @@ for (const match of (cargo.stdout ?? "").matchAll(/test result: \w+\. (\d+) pass
 }
 if (cargo.status !== 0 && failed === 0) failed += 1; // a build failure counts
 
+// 2b. Lints: clippy over the whole workspace, warnings denied (the
+// workspace lints include SAFETY notes on every unsafe block). One test.
+const clippy = run("cargo", ["clippy", "--workspace", "--release", "--all-targets", "--color", "never", "--", "-D", "warnings"]);
+if (clippy.status === 0) passed += 1;
+else failed += 1;
+
 // 3. Fuzzing: a short bounded pass of every cargo-fuzz target (the long
 // runs' results are in RELIABILITY.md). One test per target.
 const fuzz = run("bash", ["scripts/fuzz.sh", process.env.FUZZ_SECONDS ?? "10"], { capture: true });

@@ -12,10 +12,9 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
+use bridge_core::batch::PartText;
+use bridge_core::reader::LARGE_LINE_BYTES;
 use napi::{check_status, sys, Result};
-
-/// Lines at least this long are prepared as external strings.
-pub(crate) const EXTERNAL_FROM_BYTES: usize = 64 * 1024;
 
 /// A line ready to become a JavaScript string.
 pub(crate) enum LineText {
@@ -30,27 +29,37 @@ pub(crate) enum LineText {
 }
 
 impl LineText {
-    /// Prepares a line; runs on the reader thread.
-    pub(crate) fn prepare(line: String) -> LineText {
-        if line.len() < EXTERNAL_FROM_BYTES || functions().is_none() {
-            LineText::Utf8(line)
-        } else if line.is_ascii() {
-            LineText::Latin1(line.into_bytes())
-        } else {
-            LineText::Utf16(line.encode_utf16().collect())
+    /// Prepares a part's text; runs on the reader thread. Large lines
+    /// (the core's [`LARGE_LINE_BYTES`]) become external strings.
+    pub(crate) fn prepare(part: PartText) -> LineText {
+        match part {
+            PartText::Latin1(bytes) => LineText::Latin1(bytes),
+            PartText::Utf16(units) => LineText::Utf16(units),
+            PartText::Utf8(line) if line.len() < LARGE_LINE_BYTES || functions().is_none() => {
+                LineText::Utf8(line)
+            }
+            PartText::Utf8(line) if line.is_ascii() => LineText::Latin1(line.into_bytes()),
+            PartText::Utf8(line) => LineText::Utf16(line.encode_utf16().collect()),
         }
     }
 
-    /// Creates the JavaScript string; runs on the JavaScript thread.
+    /// Creates the JavaScript string; runs on the JavaScript thread, with
+    /// `env` the environment of the call in progress.
     pub(crate) fn into_js(self, env: sys::napi_env) -> Result<sys::napi_value> {
         let mut value = std::ptr::null_mut();
         match (self, functions()) {
             (LineText::Latin1(bytes), Some(f)) => {
+                // SAFETY: `env` is the live environment of the current call
+                // (see `into_js`), and `latin1` has the Node-API signature.
                 unsafe { external(env, bytes, f.latin1, &mut value) }?
             }
             (LineText::Utf16(units), Some(f)) => {
+                // SAFETY: as above, for the UTF-16 variant.
                 unsafe { external(env, units, f.utf16, &mut value) }?
             }
+            // SAFETY: a live environment, a pointer and length that describe
+            // live memory V8 copies before the call returns, and a local
+            // out-pointer (the same for the next two arms).
             (LineText::Utf8(text), _) => check_status!(unsafe {
                 sys::napi_create_string_utf8(
                     env,
@@ -59,6 +68,7 @@ impl LineText {
                     &mut value,
                 )
             })?,
+            // SAFETY: see above.
             (LineText::Latin1(bytes), None) => check_status!(unsafe {
                 sys::napi_create_string_latin1(
                     env,
@@ -67,6 +77,7 @@ impl LineText {
                     &mut value,
                 )
             })?,
+            // SAFETY: see above.
             (LineText::Utf16(units), None) => check_status!(unsafe {
                 sys::napi_create_string_utf16(env, units.as_ptr(), units.len() as isize, &mut value)
             })?,
@@ -98,7 +109,8 @@ fn functions() -> Option<&'static ExternalStringFunctions> {
             let host = libloading::os::unix::Library::this();
             #[cfg(windows)]
             let host = libloading::os::windows::Library::this().ok()?;
-            // SAFETY: these are the Node-API signatures of both functions.
+            // SAFETY: these are the Node-API signatures of both functions,
+            // and the host process (which exports them) outlives the addon.
             unsafe {
                 let latin1 = *host
                     .get::<CreateExternal<std::ffi::c_char>>(
@@ -116,6 +128,11 @@ fn functions() -> Option<&'static ExternalStringFunctions> {
 
 /// Gives `data` to V8 as an external string; V8 calls `release` when the
 /// string is collected (or at once when it chose to copy).
+///
+/// # Safety
+/// `env` must be the live environment of the current call, and `create` a
+/// Node-API external string constructor for elements of type `C`, whose
+/// layout `T` has (`u8`/`c_char`, or `u16`).
 unsafe fn external<T, C>(
     env: sys::napi_env,
     data: Vec<T>,
@@ -123,12 +140,17 @@ unsafe fn external<T, C>(
     value: &mut sys::napi_value,
 ) -> Result<()> {
     unsafe extern "C" fn release<T>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+        // SAFETY: `hint` is the `Box<Vec<T>>` leaked below, passed back
+        // exactly once by V8 when it is done with the string.
         drop(unsafe { Box::from_raw(hint.cast::<Vec<T>>()) });
     }
     let length = data.len() as isize;
     let owner = Box::into_raw(Box::new(data));
+    // SAFETY: `owner` was just made from a live box.
     let pointer = unsafe { (*owner).as_mut_ptr() }.cast::<C>();
     let mut copied = false;
+    // SAFETY: the caller's contract; `pointer` and `length` describe the
+    // vector `owner` keeps alive until `release` frees it.
     let status = unsafe {
         create(
             env,
@@ -141,7 +163,8 @@ unsafe fn external<T, C>(
         )
     };
     if status != sys::Status::napi_ok {
-        // Not taken: the finalizer will not run.
+        // SAFETY: not taken, so the finalizer will not run and the box is
+        // still ours.
         drop(unsafe { Box::from_raw(owner) });
     }
     check_status!(status)

@@ -11,15 +11,9 @@
 //!   streams in tests, Windows pipes); the buffers are read off-thread
 //!   without a copy.
 //!
-//! The JavaScript thread's work is one string and one `JSON.parse` per run
-//! of consecutive valid events: the reader thread joins them into the text
-//! of a JSON array, which parses to exactly the objects the lines parse to
-//! (they are valid JSON values). Per-line strings, arrays and frees (which
-//! cost more than parsing a small event) stay off the JavaScript thread.
-//! A large event's large values are prepared here (`bridge_core::lift`):
-//! strings decoded and handed over as ready-made (external) strings, arrays
-//! cut into chunks that JavaScript parses one per event-loop turn, beside
-//! the line's skeleton.
+//! What a batch holds, and why, is the core's batch contract
+//! (`bridge_core::batch`, prepared on the reader thread); this module only
+//! turns a prepared batch into JavaScript values and paces the deliveries.
 //!
 //! Two batches at a time at most: the reader thread waits for `ack()`, which
 //! the TypeScript layer calls from `setImmediate` after handling a batch, so
@@ -32,27 +26,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 
-use bridge_core::lift::{LiftLimits, Lifted, LiftedContent};
-use bridge_core::reader::{
-    spawn_reader, Batch, BatchSink, Item, ReaderOptions, StreamEnd, StreamKind,
-};
+use bridge_core::batch::{prepare, PreparedBatch};
+use bridge_core::lift::LiftLimits;
+use bridge_core::reader::{spawn_reader, Batch, BatchSink, ReaderOptions, StreamKind};
 use bridge_core::DecodeError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{check_status, sys, Status};
 use napi_derive::napi;
 
-use crate::external::{LineText, EXTERNAL_FROM_BYTES};
-
-/// Part kinds, one character per part in the callback's `kinds` string.
-const EVENTS: char = 'E'; // the JSON array text of consecutive valid events
-const EVENT: char = 'B'; // one large valid event line
-const INVALID: char = 'I'; // one invalid line; its error at the same index
-const TEXT: char = 'T'; // one stderr line
-const LIFTED: char = 'L'; // a large valid event's skeleton (see bridge_core::lift), then
-const INDEX: char = 'X'; // the JSON of its lifted values' paths and chunk counts, then
-const STRING: char = 'S'; // each lifted string, or
-const CHUNK: char = 'C'; // each chunk of each lifted array, in order
+use crate::external::LineText;
 
 /// The callback's arguments: part kinds, part texts, decode errors at the
 /// same indices (or `null` when the batch has none), whether the stream
@@ -75,11 +58,14 @@ pub struct Parts(Vec<LineText>);
 impl ToNapiValue for Parts {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
         let mut array = std::ptr::null_mut();
+        // SAFETY: napi-rs calls this with the live environment of the
+        // thread-safe call; `array` is a local out-pointer.
         check_status!(unsafe {
             sys::napi_create_array_with_length(env, value.0.len(), &mut array)
         })?;
         for (index, part) in value.0.into_iter().enumerate() {
             let string = part.into_js(env)?;
+            // SAFETY: `array` and `string` are live handles of this scope.
             check_status!(unsafe { sys::napi_set_element(env, array, index as u32, string) })?;
         }
         Ok(array)
@@ -137,6 +123,31 @@ impl Turn {
     }
 }
 
+/// What both the reader thread and a stop request reach: the credits, and
+/// in pipe mode the waker of a blocked read.
+struct Shared {
+    turn: Turn,
+    #[cfg(unix)]
+    waker: Mutex<Option<crate::pipe::Waker>>,
+}
+
+impl crate::teardown::Stop for Shared {
+    /// Disposal or the environment's end: no more batches, and a read
+    /// blocked on the pipe returns, so the thread ends and the pipe closes.
+    fn stop(&self) {
+        self.turn.give(true);
+        #[cfg(unix)]
+        if let Some(waker) = self
+            .waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            waker.wake();
+        }
+    }
+}
+
 /// What a reader is doing, for `isWorking()`: a host that waits for a
 /// backend's output to go quiet must not take the reader's own work, or
 /// batches on their way to JavaScript, for quiet.
@@ -180,14 +191,14 @@ impl<R: Read> Read for Watched<R> {
 /// Forwards batches to JavaScript; `false` once the consumer is gone.
 struct JsSink {
     callback: Arc<BatchCallback>,
-    turn: Arc<Turn>,
+    shared: Arc<Shared>,
     activity: Arc<Activity>,
 }
 
 impl BatchSink for JsSink {
     fn deliver(&mut self, batch: Batch) -> bool {
         let prepared = Prepared(batch_args(batch));
-        if !self.turn.take() {
+        if !self.shared.turn.take() {
             return false;
         }
         self.activity.in_transit.fetch_add(1, Ordering::AcqRel);
@@ -252,7 +263,7 @@ pub struct StreamReader {
     callback: Option<BatchCallback>,
     /// The reader thread's function, while it runs.
     running: Weak<BatchCallback>,
-    turn: Arc<Turn>,
+    shared: Arc<Shared>,
     /// Push mode: where chunks go, and how many bytes wait to be read.
     chunks: Option<Sender<Buffer>>,
     queued: Arc<AtomicUsize>,
@@ -266,17 +277,15 @@ pub struct StreamReader {
 impl StreamReader {
     /// `kind` is `"events"` (stdout: every line validated) or `"text"`
     /// (stderr). `onBatch(kinds, parts, errors, done, failure)` is called on
-    /// the JavaScript thread for every batch, in stream order: `kinds` has
-    /// one character per part (`E` a JSON array of consecutive valid events,
-    /// `B` one large valid event, `I` one invalid line with its error at the
-    /// same index of `errors`, `T` one stderr line, and for a large event
-    /// with values lifted out `L` its skeleton, `X` their index, `S` per
-    /// string, `C` per array chunk). Call `ack()` after each.
+    /// the JavaScript thread for every batch, in stream order; what the
+    /// parts are is the core's batch contract (`bridge_core::batch`, and
+    /// `batchContract()` for its constants). Call `ack()` after each.
     #[napi(
         constructor,
         ts_args_type = "kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void"
     )]
     pub fn new(
+        env: Env,
         kind: String,
         max_line_bytes: f64,
         on_batch: Function<BatchArgs, ()>,
@@ -307,6 +316,13 @@ impl StreamReader {
                 received.in_transit.fetch_sub(1, Ordering::AcqRel);
                 Ok(context.value.0)
             })?;
+        let shared = Arc::new(Shared {
+            turn: Turn::new(),
+            #[cfg(unix)]
+            waker: Mutex::new(None),
+        });
+        let stoppable: Arc<dyn crate::teardown::Stop> = shared.clone();
+        crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
         Ok(StreamReader {
             options: ReaderOptions {
                 max_line_bytes: max_line_bytes as usize,
@@ -315,7 +331,7 @@ impl StreamReader {
             },
             callback: Some(callback),
             running: Weak::new(),
-            turn: Arc::new(Turn::new()),
+            shared,
             activity,
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
@@ -339,7 +355,7 @@ impl StreamReader {
         self.started = true;
         let sink = JsSink {
             callback,
-            turn: self.turn.clone(),
+            shared: self.shared.clone(),
             activity: self.activity.clone(),
         };
         let source = Watched {
@@ -373,6 +389,8 @@ impl StreamReader {
         {
             use std::os::fd::AsRawFd;
             let (reader, writer) = std::io::pipe()?;
+            let (reader, waker) = crate::pipe::WakeablePipe::new(reader)?;
+            *self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
             self.start(reader)?;
             let fd = writer.as_raw_fd();
             self.pipe_writer = Some(writer);
@@ -415,7 +433,7 @@ impl StreamReader {
     /// turn of the event loop between batches.
     #[napi(catch_unwind)]
     pub fn ack(&self) {
-        self.turn.give(false);
+        self.shared.turn.give(false);
     }
 
     /// Whether the reader is busy with input: reading and judging lines, or
@@ -425,6 +443,13 @@ impl StreamReader {
     #[napi]
     pub fn is_working(&self) -> bool {
         self.started && self.activity.working()
+    }
+
+    /// Batches handed to JavaScript's queue and not delivered yet (at most
+    /// two). A host that stops acknowledging waits for these to arrive.
+    #[napi]
+    pub fn batches_in_transit(&self) -> u32 {
+        self.activity.in_transit.load(Ordering::Acquire) as u32
     }
 
     /// Bytes pushed but not read yet.
@@ -451,10 +476,11 @@ impl StreamReader {
     /// process from exiting.
     #[napi(catch_unwind)]
     pub fn dispose(&mut self, env: Env) -> Result<()> {
-        self.turn.give(true);
+        crate::teardown::Stop::stop(&*self.shared);
         self.callback = None;
         if let Some(callback) = self.running.upgrade() {
-            // Holding `callback` keeps the function alive during the call.
+            // SAFETY: holding `callback` keeps the thread-safe function alive
+            // during the call, and `env` is the environment it was made in.
             check_status!(unsafe {
                 sys::napi_unref_threadsafe_function(env.raw(), callback.raw())
             })?;
@@ -465,91 +491,22 @@ impl StreamReader {
     }
 }
 
-/// Turns a batch into parts, on the reader thread: runs of small valid
-/// events become one JSON array text.
+/// Makes a batch ready for JavaScript, on the reader thread: the core
+/// prepares the parts, and large texts become external strings here.
 fn batch_args(batch: Batch) -> BatchArgs {
-    let mut kinds = String::new();
-    let mut parts = Vec::new();
-    let mut errors: Vec<Option<DecodeErrorValue>> = Vec::new();
-    // The run being joined: its text, and how many lines it holds.
-    let mut run = String::new();
-    let mut run_lines = 0usize;
-    let close_run =
-        |kinds: &mut String, parts: &mut Vec<LineText>, run: &mut String, run_lines: &mut usize| {
-            if *run_lines > 0 {
-                run.push(']');
-                kinds.push(EVENTS);
-                parts.push(LineText::prepare(std::mem::take(run)));
-                *run_lines = 0;
-            }
-        };
-    for item in batch.items {
-        match item {
-            Item::Event { line, .. } if line.len() < EXTERNAL_FROM_BYTES => {
-                run.push(if run_lines == 0 { '[' } else { ',' });
-                run.push_str(&line);
-                run_lines += 1;
-            }
-            // stderr lines stay separate strings: slices of a joined text
-            // would keep the whole batch alive for as long as an
-            // application keeps one line.
-            Item::Text(line) => {
-                kinds.push(TEXT);
-                parts.push(LineText::prepare(line));
-            }
-            Item::Event {
-                lifted: Some(lifted),
-                ..
-            } => {
-                close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
-                let index = lifted.index_json();
-                let Lifted { skeleton, values } = *lifted;
-                kinds.push(LIFTED);
-                parts.push(LineText::prepare(skeleton));
-                kinds.push(INDEX);
-                parts.push(LineText::prepare(index));
-                for value in values {
-                    match value.content {
-                        LiftedContent::Latin1(bytes) => {
-                            kinds.push(STRING);
-                            parts.push(LineText::Latin1(bytes));
-                        }
-                        LiftedContent::Utf16(units) => {
-                            kinds.push(STRING);
-                            parts.push(LineText::Utf16(units));
-                        }
-                        LiftedContent::Chunks(chunks) => {
-                            for chunk in chunks {
-                                kinds.push(CHUNK);
-                                parts.push(LineText::prepare(chunk));
-                            }
-                        }
-                    }
-                }
-            }
-            Item::Event { line, .. } => {
-                close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
-                kinds.push(EVENT);
-                parts.push(LineText::prepare(line));
-            }
-            Item::Invalid { line, error } => {
-                close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
-                errors.resize_with(parts.len(), || None);
-                errors.push(Some(DecodeErrorValue(error)));
-                kinds.push(INVALID);
-                parts.push(LineText::prepare(line));
-            }
-        }
-    }
-    close_run(&mut kinds, &mut parts, &mut run, &mut run_lines);
+    let PreparedBatch {
+        kinds,
+        parts,
+        errors,
+        done,
+        failure,
+    } = prepare(batch);
+    let parts = Parts(parts.into_iter().map(LineText::prepare).collect());
     let errors = (!errors.is_empty()).then(|| {
-        errors.resize_with(parts.len(), || None);
         errors
+            .into_iter()
+            .map(|e| e.map(DecodeErrorValue))
+            .collect()
     });
-    let (done, failure) = match batch.end {
-        None => (false, None),
-        Some(StreamEnd::Eof) => (true, None),
-        Some(StreamEnd::Failed(error)) => (true, Some(error.to_string())),
-    };
-    FnArgs::from((kinds, Parts(parts), errors, done, failure))
+    FnArgs::from((kinds, parts, errors, done, failure))
 }

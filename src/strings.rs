@@ -21,7 +21,8 @@ pub(crate) fn with_utf8<R>(env: &Env, value: &Unknown, f: impl FnOnce(&str) -> R
     with_utf8_raw(env, value.raw(), f)
 }
 
-/// [`with_utf8`] for a raw value handle.
+/// [`with_utf8`] for a raw value handle, which must be a live handle of
+/// `env`'s current scope (an argument of the call in progress).
 pub(crate) fn with_utf8_raw<R>(
     env: &Env,
     raw: sys::napi_value,
@@ -45,6 +46,9 @@ pub(crate) fn with_utf8_raw<R>(
     }
     let mut length = 0usize;
     check_status!(
+        // SAFETY: `raw` is a live handle of `env`'s current scope (the
+        // callers pass arguments of the call in progress); a null buffer
+        // asks for the length only.
         unsafe {
             sys::napi_get_value_string_utf8(env.raw(), raw, std::ptr::null_mut(), 0, &mut length)
         },
@@ -58,6 +62,8 @@ pub(crate) fn with_utf8_raw<R>(
 
 fn copy_utf8<'b>(env: &Env, raw: sys::napi_value, buffer: &'b mut [u8]) -> Result<&'b str> {
     let mut written = 0usize;
+    // SAFETY: `raw` is a live handle of `env`'s current scope; V8 writes at
+    // most `buffer.len()` bytes into `buffer`.
     let status = unsafe {
         sys::napi_get_value_string_utf8(
             env.raw(),

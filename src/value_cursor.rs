@@ -13,7 +13,14 @@ use std::borrow::Cow;
 use bridge_core::json::{JsonCursor, Kind};
 use napi::{check_status, sys, Error, Result, Status};
 
-enum Frame {
+// Why the `unsafe` blocks of this file are sound: each is one Node-API call
+// with `self.env`, the environment of the `validateEventValue` call that
+// created the cursor and outlives it; handles from that call's scope (the
+// value, and what was read from it), which stay live until it returns; and
+// local out-pointers. The cursor never escapes the call.
+
+/// A container the cursor has entered.
+enum Entered {
     Object {
         object: sys::napi_value,
         keys: sys::napi_value,
@@ -33,7 +40,7 @@ pub(crate) struct ValueCursor {
     current: sys::napi_value,
     /// Entered containers, innermost last. Its depth is bounded by the
     /// schema, not by the input: only checked containers are entered.
-    stack: Vec<Frame>,
+    stack: Vec<Entered>,
     /// UTF-8 of the key read last.
     key: Vec<u8>,
 }
@@ -50,18 +57,21 @@ impl ValueCursor {
 
     fn type_of(&self) -> Result<sys::napi_valuetype> {
         let mut kind = 0;
+        // SAFETY: see the top of this file.
         check_status!(unsafe { sys::napi_typeof(self.env, self.current, &mut kind) })?;
         Ok(kind)
     }
 
     fn array_length(&self, array: sys::napi_value) -> Result<u32> {
         let mut len = 0;
+        // SAFETY: see the top of this file.
         check_status!(unsafe { sys::napi_get_array_length(self.env, array, &mut len) })?;
         Ok(len)
     }
 
     fn element(&self, array: sys::napi_value, index: u32) -> Result<sys::napi_value> {
         let mut value = std::ptr::null_mut();
+        // SAFETY: see the top of this file.
         check_status!(unsafe { sys::napi_get_element(self.env, array, index, &mut value) })?;
         Ok(value)
     }
@@ -70,12 +80,14 @@ impl ValueCursor {
     /// become U+FFFD).
     fn utf8_into(&self, string: sys::napi_value, out: &mut Vec<u8>) -> Result<()> {
         let mut len = 0;
+        // SAFETY: see the top of this file.
         check_status!(unsafe {
             sys::napi_get_value_string_utf8(self.env, string, std::ptr::null_mut(), 0, &mut len)
         })?;
         out.clear();
         out.resize(len + 1, 0);
         let mut written = 0;
+        // SAFETY: see the top of this file.
         check_status!(unsafe {
             sys::napi_get_value_string_utf8(
                 self.env,
@@ -109,6 +121,7 @@ impl JsonCursor for ValueCursor {
             sys::ValueType::napi_string => Kind::String,
             sys::ValueType::napi_object => {
                 let mut is_array = false;
+                // SAFETY: see the top of this file.
                 check_status!(unsafe {
                     sys::napi_is_array(self.env, self.current, &mut is_array)
                 })?;
@@ -130,12 +143,14 @@ impl JsonCursor for ValueCursor {
 
     fn read_bool(&mut self) -> Result<bool> {
         let mut value = false;
+        // SAFETY: see the top of this file.
         check_status!(unsafe { sys::napi_get_value_bool(self.env, self.current, &mut value) })?;
         Ok(value)
     }
 
     fn read_finite_number(&mut self) -> Result<bool> {
         let mut value = 0.0;
+        // SAFETY: see the top of this file.
         check_status!(unsafe { sys::napi_get_value_double(self.env, self.current, &mut value) })?;
         Ok(value.is_finite())
     }
@@ -152,6 +167,7 @@ impl JsonCursor for ValueCursor {
         let mut keys = std::ptr::null_mut();
         // Own, enumerable, string keys: what Object.keys() lists, which for
         // a JSON.parse result is every key of the text (duplicates merged).
+        // SAFETY: see the top of this file.
         check_status!(unsafe {
             sys::napi_get_all_property_names(
                 self.env,
@@ -163,7 +179,7 @@ impl JsonCursor for ValueCursor {
             )
         })?;
         let len = self.array_length(keys)?;
-        self.stack.push(Frame::Object {
+        self.stack.push(Entered::Object {
             object: self.current,
             keys,
             next: 0,
@@ -176,7 +192,7 @@ impl JsonCursor for ValueCursor {
     where
         F: FnMut(&[u8]) -> Option<usize>,
     {
-        let Some(Frame::Object {
+        let Some(Entered::Object {
             object,
             keys,
             next,
@@ -198,6 +214,7 @@ impl JsonCursor for ValueCursor {
         self.key = key_bytes;
         let found = found?;
         let mut value = std::ptr::null_mut();
+        // SAFETY: see the top of this file.
         check_status!(unsafe { sys::napi_get_property(self.env, object, key, &mut value) })?;
         self.current = value;
         Ok(Some(found))
@@ -205,7 +222,7 @@ impl JsonCursor for ValueCursor {
 
     fn enter_array(&mut self) -> Result<()> {
         let len = self.array_length(self.current)?;
-        self.stack.push(Frame::Array {
+        self.stack.push(Entered::Array {
             array: self.current,
             next: 0,
             len,
@@ -214,7 +231,7 @@ impl JsonCursor for ValueCursor {
     }
 
     fn next_element(&mut self) -> Result<bool> {
-        let Some(Frame::Array { array, next, len }) = self.stack.last_mut() else {
+        let Some(Entered::Array { array, next, len }) = self.stack.last_mut() else {
             return Err(Error::from_reason("next_element outside an array"));
         };
         if *next >= *len {

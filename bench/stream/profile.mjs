@@ -2,8 +2,8 @@
 // times, with no other contender. For ours it also counts the batches
 // delivered and the event-loop turns they took.
 //
-//   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/stream/profile.mjs small ours
-//   node bench/stream/cpuprofile-summary.mjs /tmp/prof/*.cpuprofile
+//   node --cpu-prof --cpu-prof-dir=<dir> bench/stream/profile.mjs small ours
+//   node bench/stream/cpuprofile-summary.mjs <dir>/*.cpuprofile
 //   perf record -F 2000 --call-graph dwarf -- node bench/stream/profile.mjs small ours
 //
 // input: small (100,000 small events), small400k (400,000 small events),

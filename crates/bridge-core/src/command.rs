@@ -1,4 +1,4 @@
-//! Commands to the backend (PROTOCOL.md §4): typed encoding for Rust hosts,
+//! Commands to the backend (docs/protocol.md §4): typed encoding for Rust hosts,
 //! and a check of already encoded frames for hosts that encode elsewhere
 //! (the JavaScript layer encodes with `JSON.stringify`, whose semantics only
 //! JavaScript has, and asks this module whether the frame is safe to send).
@@ -8,11 +8,12 @@
 //! a missing or mistyped field, an unpaired surrogate (the backend's writer
 //! dies echoing it, §2.2), or a line over the backend's size limit.
 
-use std::fmt;
+use std::fmt::{self, Write};
 
 use serde_json::{Map, Value};
 
-use crate::json::{JsonCursor, Kind, TextCursor};
+use crate::json::escape::first_unpaired_surrogate;
+use crate::json::{JsonCursor, Kind, SyntaxError, TextCursor};
 use crate::schema::{index_of, Ty, COMMAND_SHAPES, COMMAND_TYPES};
 use crate::validate::Walker;
 use crate::version::PROTOCOL_VERSION;
@@ -39,16 +40,117 @@ pub enum Command {
     Shutdown,
 }
 
-/// Why a command was not encoded.
+/// Why a command was not encoded, as a kind a host can match on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandErrorKind {
+    /// The frame is not JSON (only for frames encoded elsewhere).
+    InvalidJson(SyntaxError),
+    /// The frame is not a JSON object.
+    NotAnObject,
+    /// `type` is missing or not a string.
+    TypeNotAString,
+    /// `type` names no command (the value).
+    UnknownType(String),
+    /// A field the command needs is missing or mistyped.
+    InvalidField {
+        command: &'static str,
+        field: String,
+        expected: &'static str,
+    },
+    /// A string holds an unpaired UTF-16 surrogate: the backend's writer
+    /// dies echoing it (§2.2).
+    UnpairedSurrogate {
+        command: &'static str,
+        field: &'static str,
+        unit: u16,
+    },
+    /// The frame is over the backend's line limit, in code points with its
+    /// newline.
+    TooLong {
+        command: &'static str,
+        code_points: usize,
+    },
+}
+
+impl CommandErrorKind {
+    /// A stable, kebab-case name of the kind (`BridgeCommandError.code` in
+    /// TypeScript).
+    pub fn code(&self) -> &'static str {
+        match self {
+            CommandErrorKind::InvalidJson(_) => "invalid-json",
+            CommandErrorKind::NotAnObject => "not-an-object",
+            CommandErrorKind::TypeNotAString => "type-not-a-string",
+            CommandErrorKind::UnknownType(_) => "unknown-type",
+            CommandErrorKind::InvalidField { .. } => "invalid-field",
+            CommandErrorKind::UnpairedSurrogate { .. } => "unpaired-surrogate",
+            CommandErrorKind::TooLong { .. } => "too-long",
+        }
+    }
+}
+
+/// Why a command was not encoded: its kind, and the message derived from
+/// it, which names the command and the field at fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandError {
+    pub kind: CommandErrorKind,
     pub message: String,
 }
 
 impl CommandError {
-    fn new(message: impl Into<String>) -> Self {
-        CommandError {
-            message: message.into(),
+    fn new(kind: CommandErrorKind) -> Self {
+        let message = match &kind {
+            CommandErrorKind::InvalidJson(e) => format!("Bridge command is not valid JSON: {e}"),
+            CommandErrorKind::NotAnObject => "Bridge command must be a JSON object.".to_owned(),
+            CommandErrorKind::TypeNotAString => "Bridge command type must be a string.".to_owned(),
+            CommandErrorKind::UnknownType(t) => format!(
+                "Unknown bridge command type: {t}. Known types: {}.",
+                COMMAND_TYPES.join(", ")
+            ),
+            CommandErrorKind::InvalidField {
+                command,
+                field,
+                expected,
+            } => format!("Invalid {command} command: {command}.{field} must be {expected}."),
+            CommandErrorKind::UnpairedSurrogate {
+                command,
+                field,
+                unit,
+            } => format!(
+                "Invalid {command} command: {command}.{field} contains an unpaired UTF-16 surrogate (\\u{unit:04x}); the backend cannot write it back and would exit."
+            ),
+            CommandErrorKind::TooLong {
+                command,
+                code_points,
+            } => format!(
+                "Invalid {command} command: the frame is {code_points} code points long with its newline; the backend refuses lines over {MAX_COMMAND_CODE_POINTS}."
+            ),
+        };
+        CommandError { kind, message }
+    }
+
+    /// The stable name of the kind (see [`CommandErrorKind::code`]).
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+
+    /// The command's type, when the frame named a known one.
+    pub fn command_type(&self) -> Option<&'static str> {
+        match &self.kind {
+            CommandErrorKind::InvalidField { command, .. }
+            | CommandErrorKind::UnpairedSurrogate { command, .. }
+            | CommandErrorKind::TooLong { command, .. } => Some(command),
+            _ => None,
+        }
+    }
+
+    /// The top-level field at fault, when one is.
+    pub fn field(&self) -> Option<&str> {
+        match &self.kind {
+            CommandErrorKind::InvalidField { field, .. } => Some(field),
+            CommandErrorKind::UnpairedSurrogate { field, .. } => Some(field),
+            CommandErrorKind::TypeNotAString | CommandErrorKind::UnknownType(_) => Some("type"),
+            _ => None,
         }
     }
 }
@@ -88,9 +190,10 @@ pub fn encode_command(command: &Command) -> Result<String, CommandError> {
     // the frame is written by hand around the encoded values.
     let mut frame = format!("{{\"type\":\"{kind}\"");
     for (name, value) in fields {
-        frame.push_str(&format!(",\"{name}\":{value}"));
+        // Writing to a String cannot fail.
+        let _ = write!(frame, ",\"{name}\":{value}");
     }
-    frame.push_str(&format!(",\"protocol_version\":\"{PROTOCOL_VERSION}\"}}"));
+    let _ = write!(frame, ",\"protocol_version\":\"{PROTOCOL_VERSION}\"}}");
     check_command_frame(&frame)?;
     frame.push('\n');
     Ok(frame)
@@ -100,37 +203,39 @@ pub fn encode_command(command: &Command) -> Result<String, CommandError> {
 /// sent. The error message names the command and the field at fault.
 pub fn check_command_frame(frame: &str) -> Result<(), CommandError> {
     let command_type = read_command_type(frame)?;
-    let index = index_of(&COMMAND_TYPES, command_type.as_bytes()).ok_or_else(|| {
-        CommandError::new(format!(
-            "Unknown bridge command type: {command_type}. Known types: {}.",
-            COMMAND_TYPES.join(", ")
-        ))
-    })?;
+    let index = index_of(&COMMAND_TYPES, command_type.as_bytes())
+        .ok_or_else(|| CommandError::new(CommandErrorKind::UnknownType(command_type)))?;
+    let command = COMMAND_TYPES[index];
     let shape = COMMAND_SHAPES[index];
     let issues = Walker::default()
         .check_document(&mut TextCursor::new(frame), shape)
-        .map_err(|e| CommandError::new(format!("Bridge command is not valid JSON: {e}")))?;
-    if let Some(path) = issues.first() {
+        .map_err(|e| CommandError::new(CommandErrorKind::InvalidJson(e)))?;
+    if let Some(path) = issues.into_iter().next() {
         let expected = shape
             .fields
             .iter()
             .find(|f| f.name == path)
             .map_or("valid", |f| describe(&f.ty));
-        return Err(CommandError::new(format!(
-            "Invalid {command_type} command: {command_type}.{path} must be {expected}."
-        )));
+        return Err(CommandError::new(CommandErrorKind::InvalidField {
+            command,
+            field: path,
+            expected,
+        }));
     }
     let names: Vec<&'static str> = shape.fields.iter().map(|f| f.name).collect();
     if let Some((field, unit)) = find_unpaired_surrogate(frame, &names) {
-        return Err(CommandError::new(format!(
-            "Invalid {command_type} command: {command_type}.{field} contains an unpaired UTF-16 surrogate (\\u{unit:04x}); the backend cannot write it back and would exit."
-        )));
+        return Err(CommandError::new(CommandErrorKind::UnpairedSurrogate {
+            command,
+            field,
+            unit,
+        }));
     }
     let code_points = frame.chars().count() + 1;
     if code_points > MAX_COMMAND_CODE_POINTS {
-        return Err(CommandError::new(format!(
-            "Invalid {command_type} command: the frame is {code_points} code points long with its newline; the backend refuses lines over {MAX_COMMAND_CODE_POINTS}."
-        )));
+        return Err(CommandError::new(CommandErrorKind::TooLong {
+            command,
+            code_points,
+        }));
     }
     Ok(())
 }
@@ -146,12 +251,10 @@ fn describe(ty: &Ty) -> &'static str {
 
 /// The command's `type` (last occurrence), or why there is none.
 fn read_command_type(frame: &str) -> Result<String, CommandError> {
-    let not_json = |e: crate::json::SyntaxError| {
-        CommandError::new(format!("Bridge command is not valid JSON: {e}"))
-    };
+    let not_json = |e: SyntaxError| CommandError::new(CommandErrorKind::InvalidJson(e));
     let mut c = TextCursor::new(frame);
     if c.peek().map_err(not_json)? != Kind::Object {
-        return Err(CommandError::new("Bridge command must be a JSON object."));
+        return Err(CommandError::new(CommandErrorKind::NotAnObject));
     }
     c.enter_object().map_err(not_json)?;
     let mut found = None;
@@ -166,41 +269,14 @@ fn read_command_type(frame: &str) -> Result<String, CommandError> {
             c.skip().map_err(not_json)?;
         }
     }
-    found.ok_or_else(|| CommandError::new("Bridge command type must be a string."))
+    found.ok_or_else(|| CommandError::new(CommandErrorKind::TypeNotAString))
 }
 
 /// The top-level field holding the first unpaired surrogate escape, and the
-/// surrogate. Backslashes only occur inside strings in JSON text, so escapes
-/// can be scanned without tracking strings.
+/// surrogate.
 fn find_unpaired_surrogate(frame: &str, names: &[&'static str]) -> Option<(&'static str, u16)> {
-    let bytes = frame.as_bytes();
-    let unit_at = |i: usize| -> Option<u16> {
-        (bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u'))
-            .then(|| bytes.get(i + 2..i + 6))
-            .flatten()
-            .and_then(|h| u16::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok())
-    };
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            i += 1;
-            continue;
-        }
-        let Some(unit) = unit_at(i) else {
-            i += 2;
-            continue;
-        };
-        match unit {
-            0xD800..=0xDBFF
-                if unit_at(i + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) =>
-            {
-                i += 12;
-            }
-            0xD800..=0xDFFF => return Some((top_level_field_at(frame, i, names), unit)),
-            _ => i += 6,
-        }
-    }
-    None
+    let (at, unit) = first_unpaired_surrogate(frame.as_bytes())?;
+    Some((top_level_field_at(frame, at, names), unit))
 }
 
 /// The name of the declared top-level field whose value spans byte `offset`.
@@ -321,6 +397,27 @@ mod tests {
         assert!(err(r#"{"type":"configure","patch":{"k":["\udc00"]}}"#)
             .contains("configure.patch contains an unpaired"));
         assert!(err(r#"{"type":"prompt","text":"\ud83d"}"#).contains("\\ud83d"));
+    }
+
+    #[test]
+    fn refusals_carry_their_kind_command_and_field() {
+        let err = |frame: &str| check_command_frame(frame).unwrap_err();
+        let e = err(r#"{"type":"approve","id":"a","allowed":"true"}"#);
+        assert_eq!(
+            (e.code(), e.command_type(), e.field()),
+            ("invalid-field", Some("approve"), Some("allowed"))
+        );
+        let e = err(r#"{"type":"prompt","text":"\ud800"}"#);
+        assert_eq!(
+            (e.code(), e.command_type(), e.field()),
+            ("unpaired-surrogate", Some("prompt"), Some("text"))
+        );
+        let e = err(r#"{"type":"bogus"}"#);
+        assert_eq!(e.kind, CommandErrorKind::UnknownType("bogus".into()));
+        assert_eq!(e.field(), Some("type"));
+        assert_eq!(err("[1]").kind, CommandErrorKind::NotAnObject);
+        assert_eq!(err(r#"{"text":"x"}"#).code(), "type-not-a-string");
+        assert_eq!(err("{").code(), "invalid-json");
     }
 
     #[test]

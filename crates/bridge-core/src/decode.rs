@@ -1,121 +1,13 @@
-//! Strict event decoding (PROTOCOL.md §7): the one error type and the entry
-//! points that judge a line.
+//! Strict event decoding (docs/protocol.md §7): the entry points that judge a
+//! line, with the shape memory in front of the schema walker.
 
 use std::cell::RefCell;
-use std::fmt;
 
-use crate::json::{JsonCursor, SyntaxError, TextCursor};
+use crate::error::{DecodeError, DecodeErrorKind};
+use crate::json::{JsonCursor, TextCursor};
 use crate::memo::{Recall, ShapeMemo, MAX_REMEMBERED_LINE};
+use crate::schema::EventType;
 use crate::validate::{EventIssue, Walker};
-
-/// Why a line is not a valid bridge event. `message` and `fields` are those
-/// of the reference's `BridgeDecodeError` (§7.2, §7.3); only the parser's
-/// description after `Invalid JSON bridge event: ` is our own wording.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DecodeError {
-    pub message: String,
-    /// Dotted paths of the failing fields, first occurrence kept; empty when
-    /// no field applies.
-    pub fields: Vec<String>,
-}
-
-impl DecodeError {
-    pub fn new(message: impl Into<String>, fields: Vec<String>) -> Self {
-        DecodeError {
-            message: message.into(),
-            fields,
-        }
-    }
-
-    /// Step 1: the line is not JSON.
-    pub fn invalid_json(error: &SyntaxError) -> Self {
-        Self::new(
-            format!(
-                "Invalid JSON bridge event: SyntaxError: {}",
-                error.message()
-            ),
-            Vec::new(),
-        )
-    }
-
-    /// A line longer than the reader's limit (§2.3 leaves the limit to hosts).
-    pub fn line_too_long(length: usize, limit: usize) -> Self {
-        Self::new(
-            format!("Bridge event line exceeds the maximum line size: {length} bytes (limit {limit} bytes)."),
-            Vec::new(),
-        )
-    }
-
-    fn from_issue(issue: EventIssue) -> Self {
-        let one = |field: &str| vec![field.to_owned()];
-        match issue {
-            EventIssue::NotAnObject => Self::new("Bridge event must be a JSON object.", Vec::new()),
-            EventIssue::VersionNotAString => Self::new(
-                "Bridge event protocol_version must be a string.",
-                one("protocol_version"),
-            ),
-            EventIssue::UnsupportedVersion(v) => Self::new(
-                format!("Unsupported bridge protocol version: {v}."),
-                one("protocol_version"),
-            ),
-            EventIssue::TypeNotAString => {
-                Self::new("Bridge event type must be a string.", one("type"))
-            }
-            EventIssue::UnknownType(t) => {
-                Self::new(format!("Unknown bridge event type: {t}."), one("type"))
-            }
-            EventIssue::Payload(fields) => Self::new(
-                format!("Invalid bridge event payload: {}.", fields.join(", ")),
-                fields,
-            ),
-        }
-    }
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for DecodeError {}
-
-/// The bridge event types (§5), in `KNOWN_EVENT_TYPES` order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventType {
-    Ready,
-    Config,
-    RunStart,
-    RunComplete,
-    RunCancelled,
-    Error,
-    Reset,
-    CancelRequested,
-    CancelIgnored,
-    Shutdown,
-    RunEvent,
-}
-
-impl EventType {
-    const ALL: [EventType; 11] = [
-        EventType::Ready,
-        EventType::Config,
-        EventType::RunStart,
-        EventType::RunComplete,
-        EventType::RunCancelled,
-        EventType::Error,
-        EventType::Reset,
-        EventType::CancelRequested,
-        EventType::CancelIgnored,
-        EventType::Shutdown,
-        EventType::RunEvent,
-    ];
-
-    /// The wire name (`"run_event"`, …).
-    pub fn as_str(self) -> &'static str {
-        crate::schema::EVENT_TYPES[self as usize]
-    }
-}
 
 thread_local! {
     // Each thread remembers the shapes of the lines it accepted last.
@@ -140,23 +32,42 @@ pub fn validate_event_line(line: &str) -> Result<EventType, DecodeError> {
         Recall::Unknown => TextCursor::recording(line),
         Recall::Resting => TextCursor::new(line),
     };
-    let outcome = match validate_event(&mut cursor) {
-        Ok(result) => result,
-        Err(syntax) => return Err(DecodeError::invalid_json(&syntax)),
-    };
-    if let (Ok(event_type), Some(holes)) = (&outcome, cursor.holes()) {
+    let verdict = validate_event_text(&mut cursor);
+    if let (Ok(event_type), Some(holes)) = (&verdict, cursor.holes()) {
         MEMO.with_borrow_mut(|memo| memo.remember(line.as_bytes(), holes, *event_type));
     }
-    outcome
+    verdict
 }
 
-/// Judges a document read through any cursor. The outer `Err` is the
-/// cursor's own failure (for text: invalid JSON, step 1).
+/// Judges the JSON text under a text cursor with the schema walker alone
+/// (no shape memory): the one entry point for text, syntax errors included
+/// (step 1). A recording cursor has recorded the holes it passed over.
+pub fn validate_event_text(cursor: &mut TextCursor<'_>) -> Result<EventType, DecodeError> {
+    match validate_event(cursor) {
+        Ok(verdict) => verdict,
+        Err(syntax) => Err(DecodeError::invalid_json(&syntax)),
+    }
+}
+
+/// Judges a document read through any cursor, for sources other than text
+/// (the N-API binding walks a value `JSON.parse` built). The outer `Err` is
+/// the cursor's own failure to read, which is not a verdict on the line.
 pub fn validate_event<C: JsonCursor>(
     cursor: &mut C,
 ) -> Result<Result<EventType, DecodeError>, C::Error> {
     let outcome = Walker::default().check_event(cursor)?;
-    Ok(outcome
-        .map(|i| EventType::ALL[i])
-        .map_err(DecodeError::from_issue))
+    Ok(outcome.map(EventType::from_index).map_err(from_issue))
+}
+
+fn from_issue(issue: EventIssue) -> DecodeError {
+    match issue {
+        EventIssue::NotAnObject => DecodeError::new(DecodeErrorKind::NotAnObject),
+        EventIssue::VersionNotAString => DecodeError::new(DecodeErrorKind::VersionNotAString),
+        EventIssue::UnsupportedVersion(v) => {
+            DecodeError::new(DecodeErrorKind::UnsupportedVersion(v))
+        }
+        EventIssue::TypeNotAString => DecodeError::new(DecodeErrorKind::TypeNotAString),
+        EventIssue::UnknownType(t) => DecodeError::new(DecodeErrorKind::UnknownType(t)),
+        EventIssue::Payload(fields) => DecodeError::invalid_payload(fields),
+    }
 }

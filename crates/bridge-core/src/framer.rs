@@ -1,5 +1,5 @@
 //! Splitting a byte stream into lines the way the reference host does
-//! (PROTOCOL.md §2.3, Node's `readline` over the raw stream).
+//! (docs/protocol.md §2.3, Node's `readline` over the raw stream).
 //!
 //! - `\n`, `\r\n` and a lone `\r` each end a line; the terminator is dropped.
 //!   A `\r` that ends one chunk and a `\n` that starts the next are one
@@ -12,17 +12,19 @@
 //! - An empty line is a line; a trailing unterminated fragment is delivered
 //!   by [`LineFramer::finish`].
 //! - A line longer than the configured maximum is not buffered: it becomes
-//!   one [`Frame::TooLong`] and the framer resynchronises at the next
-//!   terminator, losing nothing else.
+//!   one [`Frame::TooLong`] as soon as it passes the limit (not when, or
+//!   whether, its terminator comes), the rest of it is skipped in bounded
+//!   memory, and the framer resynchronises at the next terminator, losing
+//!   nothing else.
 
 /// What the framer produces, in stream order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
     /// One complete line, without its terminator.
     Line(String),
-    /// A line longer than the maximum: its first bytes (decoded) and its
-    /// full length in bytes, known once it ends.
-    TooLong { prefix: String, length: usize },
+    /// A line longer than the maximum, produced the moment it passes the
+    /// limit: its first bytes (decoded). The rest of the line is skipped.
+    TooLong { prefix: String },
 }
 
 /// How much of an over-long line is kept, to show in diagnostics.
@@ -41,8 +43,8 @@ pub struct LineFramer {
     pending: Vec<u8>,
     /// The previous chunk ended with `\r`: a leading `\n` belongs to it.
     after_cr: bool,
-    /// Inside an over-long line: its prefix and the bytes counted so far.
-    overflow: Option<(Vec<u8>, usize)>,
+    /// Inside an over-long line, already reported: skipping to its end.
+    skipping: bool,
 }
 
 impl LineFramer {
@@ -51,7 +53,7 @@ impl LineFramer {
             max_line_bytes: max_line_bytes.max(1),
             pending: Vec::new(),
             after_cr: false,
-            overflow: None,
+            skipping: false,
         }
     }
 
@@ -66,12 +68,14 @@ impl LineFramer {
         while !chunk.is_empty() {
             match memchr::memchr2(b'\n', b'\r', chunk) {
                 None => {
-                    self.append(chunk);
+                    self.append(chunk, &mut emit);
                     return;
                 }
                 Some(end) => {
-                    self.append(&chunk[..end]);
-                    emit(self.take_frame());
+                    self.append(&chunk[..end], &mut emit);
+                    if let Some(frame) = self.end_line() {
+                        emit(frame);
+                    }
                     let crlf = chunk[end] == b'\r' && chunk.get(end + 1) == Some(&b'\n');
                     if chunk[end] == b'\r' && end + 1 == chunk.len() {
                         self.after_cr = true;
@@ -82,39 +86,46 @@ impl LineFramer {
         }
     }
 
-    /// Ends the stream: the unterminated fragment, if any, is the last frame.
+    /// Ends the stream: the unterminated fragment, if any, is the last frame
+    /// (an over-long one was reported already).
     pub fn finish(&mut self) -> Option<Frame> {
         self.after_cr = false;
-        if self.pending.is_empty() && self.overflow.is_none() {
+        if self.pending.is_empty() {
+            self.skipping = false;
             return None;
         }
-        Some(self.take_frame())
+        self.end_line()
     }
 
-    fn append(&mut self, bytes: &[u8]) {
-        if self.overflow.is_none() && self.pending.len() + bytes.len() > self.max_line_bytes {
-            let mut prefix = std::mem::take(&mut self.pending);
-            let length = prefix.len();
-            prefix.truncate(TOO_LONG_PREFIX_BYTES);
-            prefix.shrink_to_fit();
-            self.overflow = Some((prefix, length));
+    /// Adds bytes of the line in progress; the moment the line passes the
+    /// limit, `emit`s its [`Frame::TooLong`] and starts skipping.
+    fn append(&mut self, bytes: &[u8], emit: &mut impl FnMut(Frame)) {
+        if self.skipping {
+            return;
         }
-        match &mut self.overflow {
-            Some((prefix, length)) => {
-                *length += bytes.len();
-                let room = TOO_LONG_PREFIX_BYTES.saturating_sub(prefix.len());
-                prefix.extend_from_slice(&bytes[..room.min(bytes.len())]);
-            }
-            None => self.pending.extend_from_slice(bytes),
+        if self.pending.len() + bytes.len() <= self.max_line_bytes {
+            self.pending.extend_from_slice(bytes);
+            return;
         }
+        // The same prefix however the line was cut into chunks: its first
+        // KiB, or (under a limit below 1 KiB) all of it that was seen.
+        let keep = TOO_LONG_PREFIX_BYTES.min(self.max_line_bytes + 1);
+        let mut prefix = std::mem::take(&mut self.pending);
+        let room = keep.saturating_sub(prefix.len());
+        prefix.extend_from_slice(&bytes[..room.min(bytes.len())]);
+        prefix.truncate(keep);
+        prefix.shrink_to_fit();
+        self.skipping = true;
+        emit(Frame::TooLong {
+            prefix: decode(prefix),
+        });
     }
 
-    fn take_frame(&mut self) -> Frame {
-        if let Some((prefix, length)) = self.overflow.take() {
-            return Frame::TooLong {
-                prefix: decode(prefix),
-                length,
-            };
+    /// A terminator (or the end of the stream) ends the line in progress:
+    /// its frame, or nothing when it was over-long (already reported).
+    fn end_line(&mut self) -> Option<Frame> {
+        if std::mem::replace(&mut self.skipping, false) {
+            return None;
         }
         let capacity = self.pending.capacity();
         let line = std::mem::take(&mut self.pending);
@@ -122,7 +133,7 @@ impl LineFramer {
         if capacity <= 64 * 1024 {
             self.pending.reserve(capacity);
         }
-        Frame::Line(decode(line))
+        Some(Frame::Line(decode(line)))
     }
 }
 
@@ -231,7 +242,8 @@ mod tests {
         let got = frames(&[&[0x99; 100], b"\n"], 100);
         assert_eq!(got, [Frame::Line("\u{fffd}".repeat(100))]);
         let got = frames(&[&[0x99; 101], b"\n"], 100);
-        assert!(matches!(&got[0], Frame::TooLong { length: 101, .. }));
+        assert!(matches!(&got[0], Frame::TooLong { .. }));
+        assert_eq!(got.len(), 1);
     }
 
     #[test]
@@ -255,9 +267,9 @@ mod tests {
             assert_eq!(got.len(), 4, "chunk size {chunk_size}");
             assert_eq!(got[0], Frame::Line("first".into()));
             match &got[1] {
-                Frame::TooLong { prefix, length } => {
-                    assert_eq!(*length, 5000);
-                    assert_eq!(prefix.len(), TOO_LONG_PREFIX_BYTES.min(5000));
+                Frame::TooLong { prefix } => {
+                    assert_eq!(prefix.len(), 1001, "the bytes up to the limit and one more");
+                    assert!(prefix.bytes().all(|b| b == b'y'));
                 }
                 other => panic!("{other:?}"),
             }
@@ -272,6 +284,33 @@ mod tests {
         );
         // An over-long fragment at the end of the stream.
         let got = frames(&[b"ok\n", "w".repeat(2000).as_bytes()], 1000);
-        assert!(matches!(&got[1], Frame::TooLong { length: 2000, .. }));
+        assert!(matches!(&got[1], Frame::TooLong { .. }));
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn an_over_long_line_is_reported_the_moment_it_passes_the_limit() {
+        let mut framer = LineFramer::new(1000);
+        let mut out = Vec::new();
+        framer.push(&[b'x'; 999], |f| out.push(f));
+        assert!(out.is_empty());
+        framer.push(b"xy", |f| out.push(f));
+        assert!(matches!(&out[..], [Frame::TooLong { prefix }] if prefix.len() == 1001));
+        // The rest of the line, however long, is skipped in bounded memory.
+        for _ in 0..100 {
+            framer.push(&[b'z'; 100_000], |f| out.push(f));
+        }
+        assert_eq!(out.len(), 1);
+        assert!(framer.pending.capacity() <= 64 * 1024);
+        framer.push(b"zzz\nnext\n", |f| out.push(f));
+        assert_eq!(out[1], Frame::Line("next".into()));
+        assert_eq!(framer.finish(), None);
+        // Under the default limit, the prefix is the line's first KiB.
+        let mut framer = LineFramer::new(4096);
+        let mut out = Vec::new();
+        framer.push(&[b'q'; 5000], |f| out.push(f));
+        assert!(
+            matches!(&out[..], [Frame::TooLong { prefix }] if prefix.len() == TOO_LONG_PREFIX_BYTES)
+        );
     }
 }

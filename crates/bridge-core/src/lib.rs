@@ -1,7 +1,7 @@
 //! The AgentLane process-bridge host core, in pure Rust.
 //!
 //! A host runs an AgentLane agent in a Python child process and talks to it
-//! over NDJSON (see PROTOCOL.md in the repository's design notes). This crate
+//! over NDJSON (see docs/protocol.md). This crate
 //! holds everything about that conversation that does not depend on
 //! JavaScript: strict event validation with the reference host's exact
 //! errors ([`validate_event_line`], [`DecodeError`]; it remembers the shapes
@@ -15,8 +15,10 @@
 pub mod json;
 pub mod schema;
 
+pub mod batch;
 pub mod command;
 mod decode;
+mod error;
 pub mod framer;
 pub mod lift;
 mod memo;
@@ -25,5 +27,7 @@ pub mod session;
 mod validate;
 mod version;
 
-pub use decode::{validate_event, validate_event_line, DecodeError, EventType};
+pub use decode::{validate_event, validate_event_line, validate_event_text};
+pub use error::{DecodeError, DecodeErrorKind};
+pub use schema::EventType;
 pub use version::{is_supported_protocol_version, PROTOCOL_MAJOR, PROTOCOL_VERSION};

@@ -27,9 +27,10 @@
 //! with U+0000 (written `\u0000` in JSON text) when values are lifted from
 //! it, so a marker can never be mistaken for the line's own data.
 
-use crate::json::text::{decode_string_units, string_end};
+use crate::json::escape::decode_string_units;
+use crate::json::scan::string_end;
 use crate::json::{decode_string_content, HoleKind, TextCursor};
-use crate::{DecodeError, EventType};
+use crate::{validate_event_text, DecodeError, EventType};
 
 /// How large values must be to be lifted, and how arrays are cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +67,9 @@ const MAX_DEPTH: usize = 1024;
 
 /// The text every marker starts with, as JSON string content.
 pub const MARKER_PREFIX: &str = "\\u0000lifted:";
+/// The same text as a host's string holds it after parsing: a host finds
+/// the n-th lifted value's place by the string `MARKER_TEXT + n`.
+pub const MARKER_TEXT: &str = "\u{0}lifted:";
 
 /// One step of a path from the event to a lifted value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,10 +116,7 @@ pub fn validate_and_lift(
     limits: LiftLimits,
 ) -> (Result<EventType, DecodeError>, Option<Lifted>) {
     let mut cursor = TextCursor::recording_from(line, limits.min_string_bytes);
-    let verdict = match crate::validate_event(&mut cursor) {
-        Ok(verdict) => verdict,
-        Err(syntax) => return (Err(DecodeError::invalid_json(&syntax)), None),
-    };
+    let verdict = validate_event_text(&mut cursor);
     let large_string = cursor
         .holes()
         .is_some_and(|holes| holes.iter().any(|h| h.kind == HoleKind::String));
@@ -484,6 +485,14 @@ mod tests {
             "]".repeat(MAX_DEPTH - 2)
         );
         assert!(lift_large_values(&shallower, SMALL).is_some());
+    }
+
+    #[test]
+    fn the_marker_text_is_the_decoded_marker_prefix() {
+        assert_eq!(
+            decode_string_content(MARKER_PREFIX.as_bytes()),
+            (MARKER_TEXT.to_owned(), None)
+        );
     }
 
     #[test]

@@ -15,9 +15,9 @@
 //! few `memcmp`s and a scan of each hole; a line that matches no shape is
 //! judged by the walker, which stays the only judge of what is valid.
 
-use crate::decode::EventType;
-use crate::json::text::{is_plainly_finite, number_end, string_end};
+use crate::json::scan::{is_plainly_finite, number_end, string_end};
 use crate::json::{Hole, HoleKind};
+use crate::schema::EventType;
 
 /// Lines longer than this are not remembered: long lines rarely repeat a
 /// shape, and the walker's cost there is dominated by the payload anyway.
@@ -27,8 +27,9 @@ pub(crate) const MAX_REMEMBERED_LINE: usize = 4096;
 /// interleaves are fewer).
 const CAPACITY: usize = 8;
 
-/// The shape of an accepted line: its text without the holes.
-struct Shape {
+/// The shape of an accepted line: its text without the holes (not to be
+/// confused with a schema [`crate::schema::Shape`]).
+struct LineShape {
     /// The line's text with the holes cut out.
     fixed: Vec<u8>,
     /// For each hole, in order: where it was cut out of `fixed`, and its kind.
@@ -36,8 +37,8 @@ struct Shape {
     event_type: EventType,
 }
 
-impl Shape {
-    fn new(line: &[u8], holes: &[Hole], event_type: EventType) -> Shape {
+impl LineShape {
+    fn new(line: &[u8], holes: &[Hole], event_type: EventType) -> LineShape {
         let mut fixed = Vec::with_capacity(line.len());
         let mut cuts = Vec::with_capacity(holes.len());
         let mut from = 0;
@@ -47,7 +48,7 @@ impl Shape {
             from = hole.end;
         }
         fixed.extend_from_slice(&line[from..]);
-        Shape {
+        LineShape {
             fixed,
             holes: cuts,
             event_type,
@@ -101,7 +102,7 @@ pub(crate) enum Recall {
 /// memory rests for [`REST_LINES`] lines, then tries again.
 #[derive(Default)]
 pub(crate) struct ShapeMemo {
-    shapes: Vec<Shape>,
+    shapes: Vec<LineShape>,
     misses_in_a_row: u32,
     resting_for: u32,
 }
@@ -137,7 +138,8 @@ impl ShapeMemo {
         if self.shapes.len() == CAPACITY {
             self.shapes.pop();
         }
-        self.shapes.insert(0, Shape::new(line, holes, event_type));
+        self.shapes
+            .insert(0, LineShape::new(line, holes, event_type));
     }
 }
 
@@ -150,7 +152,7 @@ mod tests {
 
     fn memo_with_line() -> ShapeMemo {
         let mut cursor = TextCursor::recording(LINE);
-        let verdict = crate::validate_event(&mut cursor).unwrap().unwrap();
+        let verdict = crate::validate_event_text(&mut cursor).unwrap();
         let mut memo = ShapeMemo::default();
         memo.remember(LINE.as_bytes(), cursor.holes().unwrap(), verdict);
         memo

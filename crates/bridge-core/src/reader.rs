@@ -13,9 +13,11 @@ use std::io::{ErrorKind, Read};
 use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 
-use crate::decode::{validate_event_line, DecodeError, EventType};
+use crate::decode::validate_event_line;
+use crate::error::DecodeError;
 use crate::framer::{Frame, LineFramer, DEFAULT_MAX_LINE_BYTES};
 use crate::lift::{validate_and_lift, LiftLimits, Lifted};
+use crate::schema::EventType;
 
 /// What a stream carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,14 +93,16 @@ pub struct ReaderOptions {
     pub max_batch_items: usize,
     /// …or this many bytes of lines, even if more input is at hand.
     pub max_batch_bytes: usize,
-    /// Valid event lines of at least [`LIFT_FROM_LINE_BYTES`] get their
+    /// Valid event lines of at least [`LARGE_LINE_BYTES`] get their
     /// large values lifted out (for JavaScript hosts; `None`, the default,
     /// lifts nothing).
     pub lift: Option<LiftLimits>,
 }
 
-/// Only lines this long are worth lifting strings from.
-pub const LIFT_FROM_LINE_BYTES: usize = 64 * 1024;
+/// Lines at least this long are *large*: worth lifting values from, and
+/// handed to a JavaScript host as parts of their own (see [`crate::batch`]),
+/// which the binding gives V8 without a copy.
+pub const LARGE_LINE_BYTES: usize = 64 * 1024;
 
 impl ReaderOptions {
     pub fn new(kind: StreamKind) -> Self {
@@ -191,9 +195,7 @@ fn judge(frame: Frame, options: &ReaderOptions) -> Item {
     match (frame, options.kind) {
         (Frame::Line(line), StreamKind::Events) => {
             let (verdict, lifted) = match options.lift {
-                Some(limits) if line.len() >= LIFT_FROM_LINE_BYTES => {
-                    validate_and_lift(&line, limits)
-                }
+                Some(limits) if line.len() >= LARGE_LINE_BYTES => validate_and_lift(&line, limits),
                 _ => (validate_event_line(&line), None),
             };
             match verdict {
@@ -205,12 +207,12 @@ fn judge(frame: Frame, options: &ReaderOptions) -> Item {
                 Err(error) => Item::Invalid { line, error },
             }
         }
-        (Frame::TooLong { prefix, length }, StreamKind::Events) => Item::Invalid {
+        (Frame::TooLong { prefix }, StreamKind::Events) => Item::Invalid {
             line: prefix,
-            error: DecodeError::line_too_long(length, options.max_line_bytes),
+            error: DecodeError::line_too_long(options.max_line_bytes),
         },
         (Frame::Line(line), StreamKind::Text) => Item::Text(line),
-        (Frame::TooLong { prefix, .. }, StreamKind::Text) => Item::Text(prefix),
+        (Frame::TooLong { prefix }, StreamKind::Text) => Item::Text(prefix),
     }
 }
 
@@ -318,7 +320,10 @@ mod tests {
         match &items[1] {
             Item::Invalid { line, error } => {
                 assert_eq!(line.len(), 1024);
-                assert_eq!(error.message, "Bridge event line exceeds the maximum line size: 10000 bytes (limit 4096 bytes).");
+                assert_eq!(
+                    error.message,
+                    "Bridge event line exceeds the maximum line size of 4096 bytes."
+                );
                 assert!(error.fields.is_empty());
             }
             other => panic!("{other:?}"),

@@ -1,5 +1,5 @@
 //! The protocol's schema table: every bridge event and native record shape of
-//! PROTOCOL.md §5 and §6, as data.
+//! docs/protocol.md §5 and §6, as data.
 //!
 //! Field order is check order, and check order decides the order of error
 //! paths (§7.3), so each list follows the spec's tables exactly. The
@@ -154,6 +154,63 @@ pub const EVENT_TYPES: [&str; 11] = [
     "run_event",
 ];
 
+/// A bridge event type (§5). `EVENT_TYPES[t as usize]` is its wire name:
+/// the variants are in `KNOWN_EVENT_TYPES` order (pinned by a test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Ready,
+    Config,
+    RunStart,
+    RunComplete,
+    RunCancelled,
+    Error,
+    Reset,
+    CancelRequested,
+    CancelIgnored,
+    Shutdown,
+    RunEvent,
+}
+
+impl EventType {
+    /// Every type, in [`EVENT_TYPES`] order.
+    pub const ALL: [EventType; 11] = [
+        EventType::Ready,
+        EventType::Config,
+        EventType::RunStart,
+        EventType::RunComplete,
+        EventType::RunCancelled,
+        EventType::Error,
+        EventType::Reset,
+        EventType::CancelRequested,
+        EventType::CancelIgnored,
+        EventType::Shutdown,
+        EventType::RunEvent,
+    ];
+
+    /// The wire name (`"run_event"`, …).
+    pub fn as_str(self) -> &'static str {
+        EVENT_TYPES[self as usize]
+    }
+
+    /// The type named by the wire name, if any (exact comparison).
+    pub fn from_name(name: &str) -> Option<EventType> {
+        index_of(&EVENT_TYPES, name.as_bytes()).map(Self::from_index)
+    }
+
+    /// The type at an index of [`EVENT_TYPES`].
+    pub(crate) fn from_index(index: usize) -> EventType {
+        Self::ALL[index]
+    }
+}
+
+/// The keys every event declares first, in slot order: an event shape's
+/// field `i` is `ENVELOPE[i]` for these three.
+pub const ENVELOPE: [&str; 3] = ["protocol_version", "ts", "type"];
+/// Slot of `protocol_version` in every event shape.
+pub const VERSION_SLOT: usize = position(&ENVELOPE, "protocol_version");
+/// Slot of `type` in every event shape.
+pub const TYPE_SLOT: usize = position(&ENVELOPE, "type");
+
 /// The envelope every event starts with; `type` is checked by the caller.
 macro_rules! event {
     ($name:literal $(, $field:expr)* ; rule $rule:expr) => {
@@ -162,9 +219,9 @@ macro_rules! event {
     ($name:literal $(, $field:expr)*) => {
         Shape {
             fields: &[
-                req("protocol_version", Ty::Str),
-                req("ts", Ty::Num),
-                req("type", Ty::Lit(&[$name])),
+                req(ENVELOPE[0], Ty::Str),
+                req(ENVELOPE[1], Ty::Num),
+                req(ENVELOPE[2], Ty::Lit(&[$name])),
                 $($field,)*
             ],
             unknown_keys: UnknownKeys::Reject,
@@ -261,6 +318,10 @@ pub const MODEL_KINDS: [&str; 6] = [
 
 /// Names of the two keys of a native record, in check order.
 pub const RECORD_KEYS: [&str; 2] = ["type", "payload"];
+/// Index of `type` in [`RECORD_KEYS`].
+pub const RECORD_TYPE: usize = position(&RECORD_KEYS, "type");
+/// Index of `payload` in [`RECORD_KEYS`].
+pub const RECORD_PAYLOAD: usize = position(&RECORD_KEYS, "payload");
 
 static FUNCTION: Shape = open(&[req("name", Ty::Str), req("arguments", Ty::Str)]);
 static TOOL_CALL: Shape = open(&[
@@ -303,6 +364,10 @@ static APPROVAL_REQUEST: Shape = open(&[
 ]);
 /// The decision outcomes; the rule for resolved records reads the index.
 pub const OUTCOMES: [&str; 3] = ["allow", "deny", "require_approval"];
+/// Index of `allow` in [`OUTCOMES`].
+pub const OUTCOME_ALLOW: usize = position(&OUTCOMES, "allow");
+/// Index of `deny` in [`OUTCOMES`].
+pub const OUTCOME_DENY: usize = position(&OUTCOMES, "deny");
 static DECISION: Shape = Shape {
     fields: &[
         req("outcome", Ty::Lit(&OUTCOMES)),
@@ -314,6 +379,8 @@ static DECISION: Shape = Shape {
 };
 /// The record statuses; the rule for resolved records reads the index.
 pub const STATUSES: [&str; 2] = ["pending", "resolved"];
+/// Index of `resolved` in [`STATUSES`].
+pub const STATUS_RESOLVED: usize = position(&STATUSES, "resolved");
 static APPROVAL_RECORD: Shape = Shape {
     fields: &[
         req("request_id", Ty::Str),
@@ -334,6 +401,9 @@ static SNAPSHOT: Shape = open(&[
     req("response_count", Ty::Num),
     req("shim_state", Ty::OpenObject),
 ]);
+
+/// Slot of `kind` in [`MODEL_EVENT`] (pinned by a test).
+pub const MODEL_KIND_SLOT: usize = 0;
 
 /// The model event's 13 keys, required together for known model kinds.
 pub static MODEL_EVENT: Shape = open(&[
@@ -480,6 +550,26 @@ pub static COMMAND_SHAPES: [&Shape; 6] = [
 /// The most keys any shape declares; the validator keeps one slot per key.
 pub const MAX_FIELDS: usize = 16;
 
+/// Index of `name` in `list`, at compile time: naming a slot by its key
+/// instead of a number. Fails the build if `name` is missing.
+const fn position(list: &[&str], name: &str) -> usize {
+    let mut i = 0;
+    while i < list.len() {
+        let (a, b) = (list[i].as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut k = 0;
+            while k < a.len() && a[k] == b[k] {
+                k += 1;
+            }
+            if k == a.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("name not in list")
+}
+
 /// Index of `name` in `list`, by exact comparison.
 pub fn index_of(list: &[&str], name: &[u8]) -> Option<usize> {
     list.iter().position(|n| bytes_eq(n.as_bytes(), name))
@@ -537,6 +627,30 @@ mod tests {
                 ref other => panic!("{kind}: first field is {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn event_types_are_in_table_order() {
+        for (i, t) in EventType::ALL.iter().enumerate() {
+            assert_eq!(*t as usize, i);
+            assert_eq!(t.as_str(), EVENT_TYPES[i]);
+            assert_eq!(EventType::from_name(EVENT_TYPES[i]), Some(*t));
+        }
+        assert_eq!(EventType::from_name("toString"), None);
+    }
+
+    #[test]
+    fn named_slots_point_at_their_keys() {
+        for shape in EVENT_SHAPES {
+            assert_eq!(shape.fields[VERSION_SLOT].name, "protocol_version");
+            assert_eq!(shape.fields[TYPE_SLOT].name, "type");
+        }
+        assert_eq!(MODEL_EVENT.fields[MODEL_KIND_SLOT].name, "kind");
+        assert_eq!(RECORD_KEYS[RECORD_TYPE], "type");
+        assert_eq!(RECORD_KEYS[RECORD_PAYLOAD], "payload");
+        assert_eq!(OUTCOMES[OUTCOME_ALLOW], "allow");
+        assert_eq!(OUTCOMES[OUTCOME_DENY], "deny");
+        assert_eq!(STATUSES[STATUS_RESOLVED], "resolved");
     }
 
     #[test]

@@ -10,8 +10,10 @@
 
 use crate::json::{JsonCursor, Kind};
 use crate::schema::{
-    index_of, Rule, Shape, Ty, UnknownKeys, EVENT_SHAPES, EVENT_TYPES, MAX_FIELDS, MODEL_EVENT,
-    NATIVE_KINDS, PAYLOAD_SHAPES, RECORD_KEYS, UNKNOWN_KIND_PAYLOAD,
+    index_of, Rule, Shape, Ty, UnknownKeys, ENVELOPE, EVENT_SHAPES, EVENT_TYPES, MAX_FIELDS,
+    MODEL_EVENT, MODEL_KIND_SLOT, NATIVE_KINDS, OUTCOME_ALLOW, OUTCOME_DENY, PAYLOAD_SHAPES,
+    RECORD_KEYS, RECORD_PAYLOAD, RECORD_TYPE, STATUS_RESOLVED, TYPE_SLOT, UNKNOWN_KIND_PAYLOAD,
+    VERSION_SLOT,
 };
 
 /// What a checked value tells its parent's rules.
@@ -24,6 +26,13 @@ enum Fact {
     Bool(bool),
     /// The value is the n-th name of the field's list.
     Index(u8),
+}
+
+impl Fact {
+    /// Whether the value is the name at `index` of the field's list.
+    fn is_index(self, index: usize) -> bool {
+        matches!(self, Fact::Index(i) if usize::from(i) == index)
+    }
 }
 
 /// Rendered paths of issues, in schema order. Boxed and absent when empty,
@@ -322,8 +331,9 @@ impl Walker {
                 _ => {}
             },
             Rule::ResolvedApproval => {
-                let resolved = fact("status") == Some(Fact::Index(1));
-                let decided = matches!(fact("final_decision"), Some(Fact::Index(0 | 1)));
+                let resolved = fact("status").is_some_and(|f| f.is_index(STATUS_RESOLVED));
+                let decided = fact("final_decision")
+                    .is_some_and(|f| f.is_index(OUTCOME_ALLOW) || f.is_index(OUTCOME_DENY));
                 if resolved && !decided {
                     issues.push(self.render(Some("final_decision")));
                 }
@@ -348,7 +358,7 @@ impl Walker {
         c.enter_object()?;
         while let Some(member) = c.next_member(|key| index_of(&RECORD_KEYS, key))? {
             match member {
-                Some(0) => {
+                Some(RECORD_TYPE) => {
                     kind = Some(if c.peek()? == Kind::String {
                         match index_of(&NATIVE_KINDS, c.read_string()?.as_bytes()) {
                             Some(i) => KindChoice::Known(i),
@@ -359,7 +369,7 @@ impl Walker {
                         KindChoice::NotAString
                     });
                 }
-                Some(_) => {
+                Some(RECORD_PAYLOAD) => {
                     payload = Some(if c.peek()? != Kind::Object {
                         c.skip()?;
                         None
@@ -373,7 +383,7 @@ impl Walker {
                         Some((KindChoice::NotAString, Checked::default()))
                     });
                 }
-                None => c.skip()?,
+                _ => c.skip()?,
             }
         }
 
@@ -398,7 +408,9 @@ impl Walker {
         let mut again = c.reopen(&mark);
         again.enter_object()?;
         let mut last = Checked::default();
-        while let Some(member) = again.next_member(|key| index_of(&RECORD_KEYS[1..], key))? {
+        let payload_only =
+            |key: &[u8]| index_of(&RECORD_KEYS, key).filter(|&i| i == RECORD_PAYLOAD);
+        while let Some(member) = again.next_member(payload_only)? {
             if member.is_some() && again.peek()? == Kind::Object {
                 self.path.push(Segment::Key("payload"));
                 let checked = self.check_object(&mut again, shape);
@@ -416,7 +428,7 @@ impl Walker {
     fn check_model_event<C: JsonCursor>(&mut self, c: &mut C) -> Result<Checked, C::Error> {
         let mut slots = empty_slots();
         self.walk_members(c, &MODEL_EVENT, &mut slots)?;
-        match &slots[0] {
+        match &slots[MODEL_KIND_SLOT] {
             Some(kind) if kind.issues.is_empty() => {
                 if let Fact::Index(_) = kind.fact {
                     Ok(self.assemble(&MODEL_EVENT, &mut slots, false))
@@ -467,33 +479,32 @@ impl Walker {
         let mut slots = empty_slots();
         let mut unknown = false;
         let mut stale = false;
-        const HEAD: [&str; 2] = ["protocol_version", "type"];
 
         loop {
             let shape = walking.map(|i| EVENT_SHAPES[i]);
             let find = |key: &[u8]| match shape {
                 Some(shape) => shape.field_index(key),
-                None => index_of(&HEAD, key).map(|i| i * 2), // slot 0 or slot 2
+                // Before the type is known, only the two heads are looked for,
+                // under their slots in every event shape.
+                None => index_of(&ENVELOPE, key).filter(|&i| i == VERSION_SLOT || i == TYPE_SLOT),
             };
             let Some(member) = c.next_member(find)? else {
                 break;
             };
             match member {
-                // `protocol_version`: slot 0 of every event shape.
-                Some(0) => {
+                Some(VERSION_SLOT) => {
                     version = read_head(c, |v| {
                         crate::version::is_supported_protocol_version(v).then_some(0)
                     })?;
                     if walking.is_some() {
-                        slots[0] = Some(if version == Head::NotAString {
+                        slots[VERSION_SLOT] = Some(if version == Head::NotAString {
                             Checked::issues(Issues::one("protocol_version".into()))
                         } else {
                             Checked::default()
                         });
                     }
                 }
-                // `type`: slot 2 of every event shape.
-                Some(2) => {
+                Some(TYPE_SLOT) => {
                     event_type = read_head(c, |t| index_of(&EVENT_TYPES, t.as_bytes()))?;
                     let selected = match event_type {
                         Head::Known(i) => Some(i),
@@ -508,9 +519,10 @@ impl Walker {
                         (None, Some(i)) if !stale => {
                             walking = Some(i);
                             slots = empty_slots();
-                            slots[0] = matches!(version, Head::Known(_) | Head::Other(_))
-                                .then(Checked::default);
-                            slots[2] = Some(Checked::default());
+                            slots[VERSION_SLOT] =
+                                matches!(version, Head::Known(_) | Head::Other(_))
+                                    .then(Checked::default);
+                            slots[TYPE_SLOT] = Some(Checked::default());
                         }
                         (None, _) => {}
                     }

@@ -1,4 +1,4 @@
-//! Protocol version acceptance on events (PROTOCOL.md §3.3).
+//! Protocol version acceptance on events (docs/protocol.md §3.3).
 
 /// The protocol version the host writes on every command.
 pub const PROTOCOL_VERSION: &str = "1.0";

@@ -2,7 +2,7 @@
 //! and key orders the backend never writes but a decoder must still judge
 //! like the reference.
 
-use bridge_core::{validate_event_line, DecodeError, EventType};
+use bridge_core::{validate_event_line, DecodeError, DecodeErrorKind, EventType};
 
 const SHUTDOWN: &str = r#"{"protocol_version":"1.0","type":"shutdown","ts":1}"#;
 
@@ -214,13 +214,10 @@ fn top_level_values_other_than_objects() {
         "true",
         "[{\"protocol_version\":\"1.0\"}]",
     ] {
-        assert_eq!(
-            validate_event_line(line),
-            Err(DecodeError::new(
-                "Bridge event must be a JSON object.",
-                vec![]
-            ))
-        );
+        let error = validate_event_line(line).unwrap_err();
+        assert_eq!(error.message, "Bridge event must be a JSON object.");
+        assert!(error.fields.is_empty());
+        assert_eq!(error, DecodeError::new(DecodeErrorKind::NotAnObject));
     }
 }
 

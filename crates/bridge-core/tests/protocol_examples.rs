@@ -1,4 +1,4 @@
-//! Every worked example of PROTOCOL.md §10.2–§10.4, as data shared with the
+//! Every worked example of docs/protocol.md §10.2–§10.4, as data shared with the
 //! JavaScript suites (`tests/fixtures/protocol-examples.json`).
 
 use bridge_core::validate_event_line;
@@ -59,5 +59,6 @@ fn every_invalid_example_gives_the_reference_error() {
         }
         let fields: Vec<String> = serde_json::from_value(example["fields"].clone()).unwrap();
         assert_eq!(error.fields, fields, "{id}");
+        assert_eq!(error.code(), example["code"].as_str().unwrap(), "{id}");
     }
 }

@@ -2,17 +2,14 @@
 //! module). These tests check that a warm memory never changes a verdict:
 //! every line is judged both by `validate_event_line`, after the valid
 //! lines it was derived from were accepted on the same thread, and by the
-//! schema walker alone (`validate_event` over a fresh cursor), and the two
+//! schema walker alone (`validate_event_text` over a fresh cursor), and the two
 //! must agree exactly (event type, or message and fields).
 
 use bridge_core::json::{HoleKind, TextCursor};
-use bridge_core::{validate_event, validate_event_line, DecodeError, EventType};
+use bridge_core::{validate_event_line, validate_event_text, DecodeError, EventType};
 
 fn walker_alone(line: &str) -> Result<EventType, DecodeError> {
-    match validate_event(&mut TextCursor::new(line)) {
-        Ok(result) => result,
-        Err(syntax) => Err(DecodeError::invalid_json(&syntax)),
-    }
+    validate_event_text(&mut TextCursor::new(line))
 }
 
 fn assert_agree(line: &str) -> Result<EventType, DecodeError> {
@@ -55,7 +52,7 @@ fn valid_lines() -> Vec<String> {
 /// The holes the walker leaves in a line: (start, end, kind).
 fn holes(line: &str) -> Vec<(usize, usize, HoleKind)> {
     let mut cursor = TextCursor::recording(line);
-    let accepted = bridge_core::validate_event(&mut cursor).unwrap().is_ok();
+    let accepted = validate_event_text(&mut cursor).is_ok();
     assert!(accepted);
     cursor
         .holes()
@@ -188,7 +185,7 @@ fn a_line_read_twice_is_not_remembered_by_its_first_reading() {
     // the first reading passed over values the second one inspects.
     let late_type = r#"{"protocol_version":"1.0","ts":1,"event":{"payload":{"kind":"agent_start","task_name":"A","task_id":"t","parent_task_id":null,"is_root":true},"type":"agent_start"},"type":"run_event"}"#;
     let mut cursor = TextCursor::recording(late_type);
-    assert!(validate_event(&mut cursor).unwrap().is_ok());
+    assert!(validate_event_text(&mut cursor).is_ok());
     assert_eq!(cursor.holes(), None);
     // A same-shaped line with a different kind in the payload is invalid.
     assert!(assert_agree(late_type).is_ok());

@@ -40,6 +40,7 @@ pub enum Item {
     },
     Invalid {
         seq: u64,
+        code: &'static str,
         message: String,
         fields: Vec<String>,
         head: String,
@@ -254,6 +255,7 @@ impl Conversation {
                 (
                     Arc::new(Item::Invalid {
                         seq,
+                        code: error.kind.code(),
                         message: error.message,
                         fields: error.fields,
                         head,

@@ -46,11 +46,13 @@ fn invalid_line(item: &Item) -> Option<pb::InvalidLine> {
     match item {
         Item::Invalid {
             seq,
+            code,
             message,
             fields,
             head,
         } => Some(pb::InvalidLine {
             seq: *seq,
+            code: (*code).to_owned(),
             message: message.clone(),
             fields: fields.clone(),
             line_head: head.clone(),

@@ -4,7 +4,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -22,8 +22,8 @@ impl TokenFile {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
         let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        // tempfile creates the directory with mode 0700.
         let dir = tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .prefix("agentlane-bridge-")
             .tempdir()?;
         let path = dir.path().join("token");
@@ -73,7 +73,6 @@ impl Drop for TokenFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_file_is_private_and_only_the_exact_token_is_accepted() {

@@ -11,10 +11,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// The schema walker alone, without the shape memory.
 fn walker_alone(line: &str) -> Result<bridge_core::EventType, bridge_core::DecodeError> {
-    match bridge_core::validate_event(&mut bridge_core::json::TextCursor::new(line)) {
-        Ok(result) => result,
-        Err(syntax) => Err(bridge_core::DecodeError::invalid_json(&syntax)),
-    }
+    bridge_core::validate_event_text(&mut bridge_core::json::TextCursor::new(line))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -35,9 +32,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Err(error) => {
-            let syntax = error
-                .message
-                .starts_with("Invalid JSON bridge event: SyntaxError: ");
+            let syntax = matches!(error.kind, bridge_core::DecodeErrorKind::InvalidJson(_));
+            assert_eq!(
+                syntax,
+                error.message.starts_with("Invalid JSON bridge event: SyntaxError: ")
+            );
             if syntax {
                 assert!(error.fields.is_empty());
                 assert!(
@@ -46,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
                     error.message
                 );
             }
-            if error.message.starts_with("Invalid bridge event payload: ") {
+            assert_eq!(
+                error.kind == bridge_core::DecodeErrorKind::InvalidPayload,
+                error.message.starts_with("Invalid bridge event payload: ")
+            );
+            if error.kind == bridge_core::DecodeErrorKind::InvalidPayload {
                 assert!(!error.fields.is_empty());
                 assert_eq!(
                     error.message,

@@ -95,10 +95,7 @@ fn object_pointers(value: &Value, at: String, out: &mut Vec<String>) {
 
 /// The schema walker alone, without the shape memory.
 fn walker_alone(line: &str) -> Result<bridge_core::EventType, bridge_core::DecodeError> {
-    match bridge_core::validate_event(&mut bridge_core::json::TextCursor::new(line)) {
-        Ok(result) => result,
-        Err(syntax) => Err(bridge_core::DecodeError::invalid_json(&syntax)),
-    }
+    bridge_core::validate_event_text(&mut bridge_core::json::TextCursor::new(line))
 }
 
 fuzz_target!(|plan: Plan| {

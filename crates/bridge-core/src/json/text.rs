@@ -1,43 +1,13 @@
+//! [`TextCursor`]: a [`JsonCursor`] over JSON text, with exactly the
+//! syntax `JSON.parse` accepts, that can record the values it passes over
+//! without reading them ([`Hole`]s, for the shape memory).
+
 use std::borrow::Cow;
-use std::fmt;
 
 use super::cursor::{JsonCursor, Kind};
-
-/// A JSON syntax error, described the way V8's `JSON.parse` describes it.
-///
-/// Boxed so that the `Result`s on the scanner's hot paths stay small.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SyntaxError(Box<SyntaxErrorDetails>);
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct SyntaxErrorDetails {
-    message: String,
-    position: usize,
-}
-
-impl SyntaxError {
-    fn new(message: String, position: usize) -> Self {
-        SyntaxError(Box::new(SyntaxErrorDetails { message, position }))
-    }
-
-    /// V8's wording, e.g. `Unexpected end of JSON input`.
-    pub fn message(&self) -> &str {
-        &self.0.message
-    }
-
-    /// Where the error was found, in UTF-16 code units from the start, like V8.
-    pub fn position(&self) -> usize {
-        self.0.position
-    }
-}
-
-impl fmt::Display for SyntaxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0.message)
-    }
-}
-
-impl std::error::Error for SyntaxError {}
+use super::error::SyntaxError;
+use super::escape::decode_string_content;
+use super::scan::{is_plainly_finite, number_end, scan_number_body, scan_string_body, string_end};
 
 /// A [`JsonCursor`] over JSON text that accepts exactly what `JSON.parse`
 /// accepts: RFC 8259 with whitespace limited to space, tab, LF and CR, any
@@ -167,54 +137,8 @@ impl<'a> TextCursor<'a> {
         self.skip_whitespace();
         match self.byte() {
             Some(b) => Ok(b),
-            None => Err(self.end_of_input()),
+            None => Err(SyntaxError::end_of_input(self.src)),
         }
-    }
-
-    // ---- errors, worded like V8 ------------------------------------------
-
-    fn utf16_position(&self, byte_pos: usize) -> usize {
-        utf16_len(&self.src[..byte_pos.min(self.src.len())])
-    }
-
-    fn error_at(&self, what: &str, byte_pos: usize) -> SyntaxError {
-        let position = self.utf16_position(byte_pos);
-        SyntaxError::new(format!("{what} in JSON at position {position}"), position)
-    }
-
-    fn end_of_input(&self) -> SyntaxError {
-        SyntaxError::new(
-            "Unexpected end of JSON input".to_owned(),
-            self.utf16_position(self.src.len()),
-        )
-    }
-
-    /// `Unexpected token 'x', "…context…" is not valid JSON`, with V8's rule
-    /// for the context: the whole text when it is shorter than 21 characters,
-    /// otherwise up to 10 characters on each side of the token.
-    fn unexpected_token(&self, byte_pos: usize) -> SyntaxError {
-        if byte_pos >= self.src.len() {
-            return self.end_of_input();
-        }
-        let text = String::from_utf8_lossy(self.src);
-        let before = String::from_utf8_lossy(&self.src[..byte_pos]);
-        let chars_before = before.chars().count();
-        let all: Vec<char> = text.chars().collect();
-        let token = all[chars_before];
-        let context = if all.len() < 21 {
-            format!("\"{text}\"")
-        } else {
-            let start = chars_before.saturating_sub(10);
-            let end = (chars_before + 10).min(all.len());
-            let slice: String = all[start..end].iter().collect();
-            let lead = if start > 0 { "..." } else { "" };
-            let tail = if end < all.len() { "..." } else { "" };
-            format!("{lead}\"{slice}\"{tail}")
-        };
-        SyntaxError::new(
-            format!("Unexpected token '{token}', {context} is not valid JSON"),
-            self.utf16_position(byte_pos),
-        )
     }
 
     // ---- scalars -----------------------------------------------------------
@@ -231,17 +155,8 @@ impl<'a> TextCursor<'a> {
             self.escaped = escaped;
             return Ok(end);
         }
-        Err(
-            match scan_string_body(self.src, self.pos).expect_err("string_end failed") {
-                StringFault::Unterminated => self.error_at("Unterminated string", self.src.len()),
-                StringFault::EndOfInput => self.end_of_input(),
-                StringFault::BadUnicodeEscape(at) => self.error_at("Bad Unicode escape", at),
-                StringFault::BadEscape(at) => self.error_at("Bad escaped character", at),
-                StringFault::ControlCharacter(at) => {
-                    self.error_at("Bad control character in string literal", at)
-                }
-            },
-        )
+        let fault = scan_string_body(self.src, self.pos).expect_err("string_end failed");
+        Err(SyntaxError::in_string(self.src, fault))
     }
 
     /// Scans a number under the cursor and returns its byte range.
@@ -251,26 +166,16 @@ impl<'a> TextCursor<'a> {
             self.pos = end;
             return Ok((start, end));
         }
-        Err(
-            match scan_number_body(self.src, start).expect_err("number_end failed") {
-                NumberFault::NoDigitAfterMinus(at) => {
-                    self.error_at("No number after minus sign", at)
-                }
-                NumberFault::LeadingZero(at) => self.error_at("Unexpected number", at),
-                NumberFault::NoFraction(at) => self.error_at("Unterminated fractional number", at),
-                NumberFault::NoExponent(at) => {
-                    self.error_at("Exponent part is missing a number", at)
-                }
-            },
-        )
+        let fault = scan_number_body(self.src, start).expect_err("number_end failed");
+        Err(SyntaxError::in_number(self.src, fault))
     }
 
     fn scan_literal(&mut self, word: &[u8]) -> Result<()> {
         for (k, &expected) in word.iter().enumerate() {
             match self.src.get(self.pos + k) {
-                None => return Err(self.end_of_input()),
+                None => return Err(SyntaxError::end_of_input(self.src)),
                 Some(&b) if b == expected => {}
-                Some(_) => return Err(self.unexpected_token(self.pos + k)),
+                Some(_) => return Err(SyntaxError::unexpected_token(self.src, self.pos + k)),
             }
         }
         self.pos += word.len();
@@ -285,7 +190,7 @@ impl<'a> TextCursor<'a> {
             b't' | b'f' => Kind::Bool,
             b'n' => Kind::Null,
             b'-' | b'0'..=b'9' => Kind::Number,
-            _ => return Err(self.unexpected_token(self.pos)),
+            _ => return Err(SyntaxError::unexpected_token(self.src, self.pos)),
         })
     }
 
@@ -306,7 +211,7 @@ impl<'a> TextCursor<'a> {
                 self.record(start, HoleKind::Number);
                 Ok(())
             }
-            _ => Err(self.unexpected_token(self.pos)),
+            _ => Err(SyntaxError::unexpected_token(self.src, self.pos)),
         }
     }
 
@@ -321,13 +226,17 @@ impl<'a> TextCursor<'a> {
             } else {
                 "Expected property name or '}'"
             };
-            return Err(self.error_at(what, self.pos));
+            return Err(SyntaxError::at(self.src, what, self.pos));
         }
         let start = self.pos + 1;
         let end = self.scan_string()?;
         self.key = (start, end);
         if self.next_token()? != b':' {
-            return Err(self.error_at("Expected ':' after property name", self.pos));
+            return Err(SyntaxError::at(
+                self.src,
+                "Expected ':' after property name",
+                self.pos,
+            ));
         }
         self.pos += 1;
         Ok(())
@@ -413,7 +322,8 @@ impl<'a> JsonCursor for TextCursor<'a> {
                                 stack.pop();
                             }
                             _ => {
-                                return Err(self.error_at(
+                                return Err(SyntaxError::at(
+                                    self.src,
                                     "Expected ',' or '}' after property value",
                                     self.pos,
                                 ))
@@ -430,8 +340,11 @@ impl<'a> JsonCursor for TextCursor<'a> {
                                 stack.pop();
                             }
                             _ => {
-                                return Err(self
-                                    .error_at("Expected ',' or ']' after array element", self.pos))
+                                return Err(SyntaxError::at(
+                                    self.src,
+                                    "Expected ',' or ']' after array element",
+                                    self.pos,
+                                ))
                             }
                         }
                     }
@@ -508,7 +421,11 @@ impl<'a> JsonCursor for TextCursor<'a> {
                     return Ok(None);
                 }
                 _ => {
-                    return Err(self.error_at("Expected ',' or '}' after property value", self.pos))
+                    return Err(SyntaxError::at(
+                        self.src,
+                        "Expected ',' or '}' after property value",
+                        self.pos,
+                    ))
                 }
             }
         }
@@ -543,7 +460,11 @@ impl<'a> JsonCursor for TextCursor<'a> {
                 self.open.pop();
                 Ok(false)
             }
-            _ => Err(self.error_at("Expected ',' or ']' after array element", self.pos)),
+            _ => Err(SyntaxError::at(
+                self.src,
+                "Expected ',' or ']' after array element",
+                self.pos,
+            )),
         }
     }
 
@@ -560,289 +481,12 @@ impl<'a> JsonCursor for TextCursor<'a> {
     fn end(&mut self) -> Result<()> {
         self.skip_whitespace();
         if self.pos < self.src.len() {
-            return Err(self.error_at("Unexpected non-whitespace character after JSON", self.pos));
+            return Err(SyntaxError::at(
+                self.src,
+                "Unexpected non-whitespace character after JSON",
+                self.pos,
+            ));
         }
         Ok(())
-    }
-}
-
-/// Why the text at a position is not a JSON string.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StringFault {
-    Unterminated,
-    EndOfInput,
-    BadUnicodeEscape(usize),
-    BadEscape(usize),
-    ControlCharacter(usize),
-}
-
-/// Scans the JSON string whose opening quote is at `quote`. Returns the
-/// position of its closing quote and whether it holds escapes, or `None` if
-/// it is not a valid string ([`scan_string_body`] tells why). A result of
-/// two words travels in registers: with the fault's position in it, every
-/// call paid a store-forwarding stall.
-#[inline]
-pub(crate) fn string_end(src: &[u8], quote: usize) -> Option<(usize, bool)> {
-    scan_string_body(src, quote).ok()
-}
-
-#[inline(always)]
-fn scan_string_body(src: &[u8], quote: usize) -> std::result::Result<(usize, bool), StringFault> {
-    let mut i = quote + 1;
-    let mut escaped = false;
-    loop {
-        i = find_string_special(src, i);
-        match src.get(i) {
-            None => return Err(StringFault::Unterminated),
-            Some(b'"') => return Ok((i, escaped)),
-            Some(b'\\') => {
-                escaped = true;
-                match src.get(i + 1) {
-                    None => return Err(StringFault::EndOfInput),
-                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                    Some(b'u') => {
-                        for k in 0..4 {
-                            match src.get(i + 2 + k) {
-                                None => return Err(StringFault::EndOfInput),
-                                Some(h) if h.is_ascii_hexdigit() => {}
-                                Some(_) => return Err(StringFault::BadUnicodeEscape(i + 2 + k)),
-                            }
-                        }
-                        i += 6;
-                    }
-                    Some(_) => return Err(StringFault::BadEscape(i + 1)),
-                }
-            }
-            Some(_) => return Err(StringFault::ControlCharacter(i)),
-        }
-    }
-}
-
-/// Why the text at a position is not a JSON number (each with where).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NumberFault {
-    NoDigitAfterMinus(usize),
-    LeadingZero(usize),
-    NoFraction(usize),
-    NoExponent(usize),
-}
-
-/// Scans the JSON number starting at `start`; returns where it ends, or
-/// `None` if it is not a valid number ([`scan_number_body`] tells why).
-#[inline]
-pub(crate) fn number_end(src: &[u8], start: usize) -> Option<usize> {
-    scan_number_body(src, start).ok()
-}
-
-#[inline(always)]
-fn scan_number_body(src: &[u8], start: usize) -> std::result::Result<usize, NumberFault> {
-    let digit = |i: usize| src.get(i).is_some_and(u8::is_ascii_digit);
-    let mut i = start;
-    if src.get(i) == Some(&b'-') {
-        i += 1;
-        if !digit(i) {
-            return Err(NumberFault::NoDigitAfterMinus(i));
-        }
-    }
-    if src.get(i) == Some(&b'0') {
-        i += 1;
-        if digit(i) {
-            return Err(NumberFault::LeadingZero(i));
-        }
-    } else {
-        while digit(i) {
-            i += 1;
-        }
-    }
-    if src.get(i) == Some(&b'.') {
-        i += 1;
-        if !digit(i) {
-            return Err(NumberFault::NoFraction(i));
-        }
-        while digit(i) {
-            i += 1;
-        }
-    }
-    if matches!(src.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(src.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        if !digit(i) {
-            return Err(NumberFault::NoExponent(i));
-        }
-        while digit(i) {
-            i += 1;
-        }
-    }
-    Ok(i)
-}
-
-/// Whether a number literal is finite without converting it: without an
-/// exponent, fewer than 309 digits always fit a double.
-pub(crate) fn is_plainly_finite(literal: &[u8]) -> bool {
-    literal.len() < 300 && !literal.iter().any(|&b| b == b'e' || b == b'E')
-}
-
-/// Number of UTF-16 code units in valid UTF-8 text.
-fn utf16_len(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .map(|&b| match b {
-            0x80..=0xBF => 0,
-            0xF0..=0xFF => 2,
-            _ => 1,
-        })
-        .sum()
-}
-
-/// Index of the first byte at or after `i` that ends the plain part of a
-/// string: a quote, a backslash or a control character; `src.len()` if none.
-/// This loop is where large payloads spend their time: 16 bytes at a time
-/// with SSE2 (part of every x86-64 CPU), 8 at a time elsewhere.
-#[inline]
-fn find_string_special(src: &[u8], mut i: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8,
-            _mm_or_si128, _mm_set1_epi8,
-        };
-        // SAFETY: SSE2 is in the x86-64 baseline, and every 16-byte load
-        // starts at `i` with `i + 16 <= src.len()`.
-        unsafe {
-            let quote = _mm_set1_epi8(b'"' as i8);
-            let backslash = _mm_set1_epi8(b'\\' as i8);
-            let below_space = _mm_set1_epi8(0x1F);
-            while i + 16 <= src.len() {
-                let chunk = _mm_loadu_si128(src.as_ptr().add(i).cast::<__m128i>());
-                // A byte is a control character iff max(byte, 0x1F) == 0x1F (unsigned).
-                let control = _mm_cmpeq_epi8(_mm_max_epu8(chunk, below_space), below_space);
-                let hits = _mm_or_si128(
-                    _mm_or_si128(
-                        _mm_cmpeq_epi8(chunk, quote),
-                        _mm_cmpeq_epi8(chunk, backslash),
-                    ),
-                    control,
-                );
-                let mask = _mm_movemask_epi8(hits) as u32;
-                if mask != 0 {
-                    return i + mask.trailing_zeros() as usize;
-                }
-                i += 16;
-            }
-        }
-    }
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = src.get(i..i + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        // Per byte: "is zero" for the two comparisons, "is below 0x20" for the
-        // word itself. The lowest flagged byte of each term is exact.
-        let hits = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (word.wrapping_sub(ONES * 0x20) & !word);
-        let hits = hits & HIGHS;
-        if hits != 0 {
-            return i + (hits.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&b) = src.get(i) {
-        if b == b'"' || b == b'\\' || b < 0x20 {
-            return i;
-        }
-        i += 1;
-    }
-    i
-}
-
-/// Decodes the content of a syntactically valid JSON string (without its
-/// quotes). Returns the text, with each unpaired surrogate escape replaced by
-/// U+FFFD, and the first unpaired surrogate found, if any.
-pub fn decode_string_content(raw: &[u8]) -> (String, Option<u16>) {
-    if !raw.contains(&b'\\') {
-        // Valid JSON text is valid UTF-8.
-        return (String::from_utf8_lossy(raw).into_owned(), None);
-    }
-    let mut units = Vec::with_capacity(raw.len());
-    decode_string_units(raw, |unit| units.push(unit));
-    let mut lone = None;
-    let text = char::decode_utf16(units)
-        .map(|c| {
-            c.unwrap_or_else(|error| {
-                lone.get_or_insert(error.unpaired_surrogate());
-                char::REPLACEMENT_CHARACTER
-            })
-        })
-        .collect();
-    (text, lone)
-}
-
-/// Calls `emit` with each UTF-16 code unit of the content of a syntactically
-/// valid JSON string (without its quotes): the units `JSON.parse` gives,
-/// unpaired surrogates included.
-pub(crate) fn decode_string_units(raw: &[u8], mut emit: impl FnMut(u16)) {
-    let mut i = 0;
-    while i < raw.len() {
-        let plain_end = raw[i..]
-            .iter()
-            .position(|&b| b == b'\\')
-            .map_or(raw.len(), |p| i + p);
-        // Valid JSON text is valid UTF-8 and escapes start at ASCII bytes.
-        let plain = std::str::from_utf8(&raw[i..plain_end]).unwrap_or_default();
-        plain.encode_utf16().for_each(&mut emit);
-        i = plain_end;
-        if i >= raw.len() {
-            break;
-        }
-        let unit = match raw.get(i + 1) {
-            Some(b'u') => {
-                let hex = std::str::from_utf8(&raw[i + 2..i + 6]).unwrap_or("0");
-                i += 6;
-                u16::from_str_radix(hex, 16).unwrap_or(0)
-            }
-            Some(&escape) => {
-                i += 2;
-                match escape {
-                    b'b' => 0x08,
-                    b'f' => 0x0C,
-                    b'n' => 0x0A,
-                    b'r' => 0x0D,
-                    b't' => 0x09,
-                    other => u16::from(other), // `"`, `\` and `/`
-                }
-            }
-            None => break,
-        };
-        emit(unit);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::decode_string_content;
-
-    #[test]
-    fn string_content_decodes_escapes_pairs_and_unpaired_surrogates() {
-        let decode = |raw: &str| decode_string_content(raw.as_bytes());
-        assert_eq!(decode("plain é"), ("plain é".into(), None));
-        assert_eq!(
-            decode(r#"a\"\\\/\b\f\n\r\t\u00e9"#),
-            ("a\"\\/\u{8}\u{c}\n\r\té".into(), None)
-        );
-        assert_eq!(decode(r"\ud83d\ude00!"), ("😀!".into(), None));
-        assert_eq!(decode(r"x\ud83dy"), ("x\u{fffd}y".into(), Some(0xD83D)));
-        assert_eq!(decode(r"\ud83d\u0041"), ("\u{fffd}A".into(), Some(0xD83D)));
-        assert_eq!(
-            decode(r"\ude00\ud800"),
-            ("\u{fffd}\u{fffd}".into(), Some(0xDE00))
-        );
-        assert_eq!(
-            decode(r"\ud800\ud83d\ude00"),
-            ("\u{fffd}😀".into(), Some(0xD800))
-        );
     }
 }

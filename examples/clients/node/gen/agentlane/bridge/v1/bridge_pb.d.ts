@@ -153,6 +153,15 @@ export declare type InvalidLine = Message<"agentlane.bridge.v1.InvalidLine"> & {
    * @generated from field: string line_head = 4;
    */
   lineHead: string;
+
+  /**
+   * The decode error's stable code: invalid-json, not-an-object,
+   * version-not-a-string, unsupported-version, type-not-a-string,
+   * unknown-type, invalid-payload, line-too-long (new codes may come).
+   *
+   * @generated from field: string code = 5;
+   */
+  code: string;
 };
 
 /**

@@ -1,10 +1,10 @@
 /**
- * Direct unit tests of the text segmenter (PROTOCOL.md §9.5.4, "Text
+ * Direct unit tests of the text segmenter (docs/protocol.md §9.5.4, "Text
  * segmentation"), with vitest's fake timers for the 120 ms coalescing timer.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { TextSegmenter, type TextStream } from "../lib/session-text";
-import type { TextChunk } from "../lib/index";
+import { TextSegmenter, type TextStream } from "../../lib/session/text";
+import type { TextChunk } from "../../lib/index";
 
 interface Delivered extends TextChunk {
   stream: TextStream;

@@ -5,7 +5,7 @@
  * moment the session has processed its exit, and builders for valid events.
  *
  * This module imports only types from lib/: it is loaded from inside the
- * `vi.mock("../lib/process")` factory, before lib/ itself.
+ * `vi.mock("../../lib/process")` factory, before lib/ itself.
  */
 import type { ChildProcess } from "node:child_process";
 import { createServer, type Server, type Socket } from "node:net";
@@ -18,9 +18,9 @@ import type {
   BridgeProcessCallbacks,
   BridgeProcessOptions,
   SessionDiagnostic,
-} from "../lib/index";
+} from "../../lib/index";
 
-export const FAKE_BACKEND = join(__dirname, "fixtures", "fake-backend.js");
+export const FAKE_BACKEND = join(__dirname, "..", "fixtures", "fake-backend.js");
 
 /** Upper bound for any single wait; only reached when a test is failing. */
 const WAIT_MS = 5_000;

@@ -1,7 +1,8 @@
 /**
- * Value types and error classes of the session layer (PROTOCOL.md §9.5.3).
+ * Value types of the session layer (docs/protocol.md §9.5.3); its error classes
+ * are in `lib/errors.ts`.
  */
-import type { BridgeDecodeError } from "./errors";
+import type { BridgeDecodeError, BridgeReadError } from "../errors";
 import type {
   ApprovalRequestPayload,
   BridgeEvent,
@@ -9,8 +10,8 @@ import type {
   JsonObject,
   JsonValue,
   ToolErrorPayload,
-} from "./protocol";
-import type { BackendSpec } from "./process";
+} from "../protocol";
+import type { BackendSpec } from "../process";
 
 /** A piece of assistant or reasoning text (§9.5.4, text segmentation). */
 export interface TextChunk {
@@ -102,6 +103,8 @@ export interface ReadyInfo {
 export type SessionDiagnostic =
   | { kind: "protocol"; error: BridgeDecodeError; line: string }
   | { kind: "stderr"; line: string }
+  /** Reading the backend's stdout or stderr failed (stdout: the session closes). */
+  | { kind: "read-failed"; error: BridgeReadError }
   | { kind: "send-failed"; message: string }
   | { kind: "command-rejected"; message: string }
   | { kind: "handler-error"; handler: string; error: unknown };
@@ -109,7 +112,9 @@ export type SessionDiagnostic =
 export type SessionClose =
   | { reason: "shutdown"; code: number | null; signal: string | null }
   | { reason: "exit"; code: number | null; signal: string | null }
-  | { reason: "protocol-error"; error: BridgeDecodeError; code: number | null; signal: string | null };
+  | { reason: "protocol-error"; error: BridgeDecodeError; code: number | null; signal: string | null }
+  /** Reading the backend's stdout failed: no more events can come. */
+  | { reason: "read-failed"; error: BridgeReadError; code: number | null; signal: string | null };
 
 export type ConfigureErrorCode = ConfigErrorCode;
 
@@ -154,50 +159,4 @@ export interface AgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConf
   configure(patch: TConfigPatch): Promise<TConfig>;
   /** Idempotent; never rejects. */
   close(): Promise<void>;
-}
-
-// ---- errors ------------------------------------------------------------------
-
-/** Startup failed; `createAgentSession` rejects with it. */
-export class SessionStartError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "SessionStartError";
-  }
-}
-
-/** The backend failed or refused a run, or refused a cancel or reset. */
-export class RunError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "RunError";
-  }
-}
-
-/** The session ended while the operation was pending, or had already ended. */
-export class SessionClosedError extends Error {
-  readonly close: SessionClose;
-  constructor(close: SessionClose) {
-    super(`Agent session closed: ${close.reason}`);
-    this.name = "SessionClosedError";
-    this.close = close;
-  }
-}
-
-/** Local misuse, detected before anything is sent. */
-export class SessionStateError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "SessionStateError";
-  }
-}
-
-/** The backend reported a configure failure, or the patch was invalid locally. */
-export class ConfigureError extends Error {
-  readonly code: ConfigureErrorCode;
-  constructor(code: ConfigureErrorCode, message: string) {
-    super(message);
-    this.name = "ConfigureError";
-    this.code = code;
-  }
 }

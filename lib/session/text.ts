@@ -1,9 +1,9 @@
 /**
- * Text segmentation (PROTOCOL.md §9.5.4): assistant and reasoning deltas
+ * Text segmentation (docs/protocol.md §9.5.4): assistant and reasoning deltas
  * become `TextChunk`s, coalesced or immediate, with exactly one `done: true`
  * chunk per segment.
  */
-import type { TextChunk } from "./session-types";
+import type { TextChunk } from "./types";
 
 export type TextStream = "assistant" | "reasoning";
 

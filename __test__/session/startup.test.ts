@@ -1,0 +1,189 @@
+/**
+ * Startup and ready gating. The session layer (`createAgentSession`, docs/protocol.md §9.5)
+ * against the scripted fake backend in ../fixtures/fake-backend.js; see
+ * `harness.ts` for how a test drives it (real child process, waits on
+ * events, the only timers are the ones under test).
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+
+vi.mock("../../lib/process", async (importOriginal) => {
+  const actual = await importOriginal<typeof import("../../lib/process")>();
+  const { spySpawn } = await import("./harness");
+  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
+});
+
+import { AgentSessionError, BridgeDecodeError, createAgentSession, SessionStartError } from "../../lib/index";
+import { ev, Harness, observe, Recorder, spawned, within, STUBBORN } from "./harness";
+import { x, startRun } from "./common";
+
+const h = new Harness(createAgentSession);
+afterEach(() => h.cleanup());
+
+describe("startup and ready gating (§9.5.4 1-6)", () => {
+  it("resolves with ReadyInfo from the first ready; metadata defaults to {}; no config; onEvent sees ready", async () => {
+    const l = await h.launch({ start: [{ emit: [{ type: "ready", version: "1.2.3", package: "pkg" }] }] });
+    expect(l.session.ready).toEqual({ version: "1.2.3", package: "pkg", metadata: {} });
+    expect(l.session.config).toBeUndefined();
+    expect(l.rec.eventTypes()).toEqual(["ready"]);
+    expect(Object.keys(l.session).sort()).toEqual(["cancel", "close", "config", "configure", "ready", "reset", "run"]);
+  });
+
+  it("ready.config is decoded and cached without onConfigChanged; metadata is kept", async () => {
+    const decodeConfig = vi.fn((raw: Record<string, unknown>) => ({ ...raw, decoded: true }));
+    const l = await h.launch(
+      { start: [{ emit: [ev.ready({ metadata: { app: "notes" }, config: { model: "gpt-a" } })] }] },
+      { decodeConfig },
+    );
+    expect(l.session.ready).toEqual({ version: "0.22.0", package: "agentlane-process-bridge", metadata: { app: "notes" } });
+    expect(decodeConfig).toHaveBeenCalledTimes(1);
+    expect(decodeConfig).toHaveBeenCalledWith({ model: "gpt-a" });
+    expect(l.session.config).toEqual({ model: "gpt-a", decoded: true });
+    expect(l.rec.of("configChanged")).toEqual([]);
+  });
+
+  it("later ready events only reach onEvent", async () => {
+    const l = await h.launch({ start: [{ emit: [ev.ready({ config: { model: "gpt-a" } })] }] });
+    l.fake.emit(ev.ready({ version: "9.9.9", metadata: { other: 1 }, config: { model: "gpt-z" } }));
+    await l.rec.waitEvent("ready", 2);
+    expect(l.session.ready.version).toBe("0.22.0");
+    expect(l.session.config).toEqual({ model: "gpt-a" });
+    expect(l.rec.of("configChanged")).toEqual([]);
+    const run = await startRun(l);
+    l.fake.emit(ev.runComplete("ok"));
+    expect(await run.value()).toMatchObject({ status: "completed" });
+  });
+
+  it("an invalid backend spec rejects with SessionStartError without spawning", async () => {
+    const before = spawned.length;
+    for (const [backend, message] of [
+      [{}, "Backend spec must include app or command."],
+      [{ app: "m:a", command: "x" }, "Backend spec must not include both app and command."],
+    ] as const) {
+      const error = await observe(createAgentSession({ backend: backend as never })).error();
+      expect(error).toBeInstanceOf(SessionStartError);
+      expect((error as Error).name).toBe("SessionStartError");
+      expect((error as Error).message).toBe(message);
+    }
+    expect(spawned.length).toBe(before);
+  });
+
+  it("ready timeout: rejects with 'Timed out waiting for bridge ready event.', SIGKILLs the child, no onClose", async () => {
+    const { rec, spawn, pending, fake } = await h.begin({ ...STUBBORN, start: [] }, { readyTimeoutMs: 200 });
+    await within(fake.connected, "the fake to start");
+    const error = await pending.error();
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect((error as Error).message).toBe("Timed out waiting for bridge ready event.");
+    expect(await within(spawn.exit, "the child's exit")).toEqual({ code: null, signal: "SIGKILL" });
+    expect(rec.of("close")).toEqual([]);
+    expect(rec.of("event")).toEqual([]);
+  });
+
+  it("spawn error: rejects with the OS error message, no onClose", async () => {
+    const rec = new Recorder();
+    const before = spawned.length;
+    const command = "/nonexistent/agentlane-fake-backend";
+    const error = await observe(createAgentSession({ backend: { command }, ...rec.callbacks() })).error();
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect((error as Error).message).toBe(`spawn ${command} ENOENT`);
+    await within(spawned[before].exit, "the failed child's exit");
+    expect(rec.of("close")).toEqual([]);
+  });
+
+  it("exit before ready: rejects with 'Backend exited before ready event.', stderr still reported, no onClose", async () => {
+    const { rec, spawn, pending } = await h.begin({
+      start: [{ stderr: ["agentlane_process_bridge: No module named 'my_app'"] }, { exit: 1 }],
+    });
+    const error = await pending.error();
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect((error as Error).message).toBe("Backend exited before ready event.");
+    expect(rec.diagnostics()).toEqual([{ kind: "stderr", line: "agentlane_process_bridge: No module named 'my_app'" }]);
+    expect(await spawn.exit).toEqual({ code: 1, signal: null });
+    expect(rec.of("close")).toEqual([]);
+  });
+
+  it("decodeConfig throwing on ready.config: rejects with 'Invalid runtime config document: <msg>', SIGKILL, no onClose", async () => {
+    const { rec, spawn, pending } = await h.begin(
+      { ...STUBBORN, start: [{ emit: [ev.ready({ config: { model: 42 } })] }] },
+      {
+        decodeConfig: () => {
+          throw new Error("model must be a string");
+        },
+      },
+    );
+    const error = await pending.error();
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect((error as Error).message).toBe("Invalid runtime config document: model must be a string");
+    expect(await within(spawn.exit, "the child's exit")).toEqual({ code: null, signal: "SIGKILL" });
+    expect(rec.of("close")).toEqual([]);
+  });
+
+  it("a bad stdout line before ready: protocol diagnostic, SIGKILL, then 'Backend exited before ready event.', no onClose", async () => {
+    const { rec, spawn, pending } = await h.begin({ ...STUBBORN, start: [{ emit: ["this is not json", ev.ready()] }] });
+    const error = await pending.error();
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect((error as Error).message).toBe("Backend exited before ready event.");
+    // The rejection waited for the exit, which was a SIGKILL.
+    expect(spawn.exited).toEqual({ code: null, signal: "SIGKILL" });
+    const [diagnostic] = rec.diagnostics();
+    expect(rec.diagnostics()).toHaveLength(1);
+    expect(diagnostic).toMatchObject({ kind: "protocol", line: "this is not json" });
+    const decodeError = (diagnostic as { error: BridgeDecodeError }).error;
+    expect(decodeError).toBeInstanceOf(BridgeDecodeError);
+    expect(decodeError.message.startsWith("Invalid JSON bridge event: ")).toBe(true);
+    expect(decodeError.fields).toEqual([]);
+    // The ready after the bad line was ignored completely.
+    expect(rec.of("event")).toEqual([]);
+    expect(rec.of("close")).toEqual([]);
+  });
+
+  it("the host-exit hook is registered while the child lives and removed after close and after a startup failure", async () => {
+    const baseline = process.listenerCount("exit");
+    const l = await h.launch();
+    expect(process.listenerCount("exit")).toBe(baseline + 1);
+    await l.session.close();
+    await within(l.spawn.exit, "exit");
+    expect(process.listenerCount("exit")).toBe(baseline);
+
+    const failed = await h.begin({ start: [{ exit: 2 }] });
+    await failed.pending.error();
+    expect(process.listenerCount("exit")).toBe(baseline);
+  });
+});
+
+//
+
+describe("start failures carry a stable code", () => {
+  it("invalid-spec, spawn-failed (with the OS error as cause), ready-timeout, exited-before-ready, bad-ready", async () => {
+    const codeOf = async (pending: Promise<unknown>) => {
+      const error = (await observe(pending).error()) as SessionStartError;
+      expect(error).toBeInstanceOf(AgentSessionError);
+      return error;
+    };
+    expect((await codeOf(createAgentSession({ backend: {} as never }))).code).toBe("invalid-spec");
+
+    const before = spawned.length;
+    const spawnFailed = await codeOf(createAgentSession({ backend: { command: "/nonexistent/agentlane-fake-backend" } }));
+    expect(spawnFailed.code).toBe("spawn-failed");
+    expect((spawnFailed.cause as NodeJS.ErrnoException).code).toBe("ENOENT");
+    await within(spawned[before].exit, "the failed child's exit");
+
+    const timeout = await h.begin({ ...STUBBORN, start: [] }, { readyTimeoutMs: 200 });
+    expect(((await timeout.pending.error()) as SessionStartError).code).toBe("ready-timeout");
+
+    const exited = await h.begin({ start: [{ exit: 1 }] });
+    expect(((await exited.pending.error()) as SessionStartError).code).toBe("exited-before-ready");
+
+    const badReady = await h.begin(
+      { ...STUBBORN, start: [{ emit: [ev.ready({ config: { model: 42 } })] }] },
+      {
+        decodeConfig: () => {
+          throw new Error("model must be a string");
+        },
+      },
+    );
+    const bad = (await badReady.pending.error()) as SessionStartError;
+    expect(bad.code).toBe("bad-ready");
+    expect(bad.cause).toBeInstanceOf(BridgeDecodeError);
+    expect((bad.cause as BridgeDecodeError).code).toBe("invalid-config-document");
+  });
+});

@@ -1,0 +1,46 @@
+//! `process-bridge-supervisor`: a tiny process between a host and its
+//! AgentLane backend, so that no descendant of the backend outlives the
+//! host, even when the host is SIGKILLed and can clean up nothing itself.
+//!
+//! ```text
+//! process-bridge-supervisor [--term-grace-ms N] -- <command> [args…]
+//! ```
+//!
+//! The backend runs as the supervisor's child, in a process group of its
+//! own, with the supervisor's stdin, stdout and stderr (the host's pipes:
+//! the supervisor never touches the data). File descriptor 3, when open, is
+//! the *control socket* from the host:
+//!
+//! - the supervisor writes `started <pid>\n` once the backend runs, or
+//!   `failed <ERRNO> <message>\n` if it could not be started (then exits 127);
+//! - end of file on it (the host closed it, or died) means *terminate*.
+//!
+//! SIGTERM also means terminate, and SIGUSR2 means terminate *now* (no
+//! grace: what the host sends for its SIGKILL); SIGINT, SIGHUP and SIGUSR1
+//! are passed on to the backend's process group. Terminating sends
+//! SIGTERM to every descendant, waits up to the grace period
+//! (`--term-grace-ms`, default 500) for them to exit, then SIGKILLs what is
+//! left and reaps everything. When the backend exits by itself, whatever it
+//! left behind is terminated the same way. Then the supervisor exits with
+//! the backend's status: its exit code, or the signal that ended it, raised
+//! again on the supervisor itself.
+//!
+//! On Linux the supervisor is a *child subreaper*: descendants whose parent
+//! exits (a daemon a tool started, a `setsid` grandchild) are reparented to
+//! it instead of to init, so the walk of `/proc/<pid>/task/*/children` from
+//! the supervisor finds every descendant. Elsewhere it signals the
+//! backend's process group, which misses descendants that left it.
+
+#[cfg(unix)]
+mod unix;
+
+#[cfg(unix)]
+fn main() {
+    unix::main()
+}
+
+#[cfg(not(unix))]
+fn main() {
+    eprintln!("process-bridge-supervisor: only Unix is supported");
+    std::process::exit(2);
+}

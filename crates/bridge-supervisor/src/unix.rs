@@ -1,0 +1,359 @@
+//! The supervisor on Unix (see the crate's notes in `main.rs`).
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, killpg, raise, signal, SigHandler, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{getpid, Pid};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The control socket's file descriptor (see the crate's notes).
+const CONTROL_FD: i32 = 3;
+/// Exit status when the backend could not be started (as shells use).
+const CANNOT_START: i32 = 127;
+/// The signals the supervisor handles (see the crate's notes).
+const HANDLED: [Signal; 6] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGUSR2,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGUSR1,
+];
+
+struct Options {
+    term_grace: Duration,
+    command: String,
+    args: Vec<String>,
+}
+
+fn parse_options() -> Result<Options, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut term_grace = Duration::from_millis(500);
+    let mut parser = lexopt::Parser::from_env();
+    let mut rest: Vec<String> = Vec::new();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("term-grace-ms") => {
+                term_grace = Duration::from_millis(parser.value()?.parse()?);
+            }
+            Value(value) => {
+                rest.push(value.string()?);
+                rest.extend(parser.raw_args()?.map(|a| a.to_string_lossy().into_owned()));
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut rest = rest.into_iter();
+    let command = rest.next().ok_or("missing the command to supervise")?;
+    Ok(Options {
+        term_grace,
+        command,
+        args: rest.collect(),
+    })
+}
+
+pub fn main() {
+    let options = match parse_options() {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("process-bridge-supervisor: {error}");
+            eprintln!(
+                "usage: process-bridge-supervisor [--term-grace-ms N] -- <command> [args...]"
+            );
+            std::process::exit(2);
+        }
+    };
+    let mut control = control_socket();
+    // Orphaned descendants become our children, so that we can find them.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+
+    // Every signal we handle wakes the loop through one pipe, and raises
+    // its own flag (the byte written does not say which signal came).
+    // (Rust ignores SIGPIPE.)
+    let (mut signals, signal_writer) = UnixStream::pair().unwrap_or_else(|e| fatal(&e));
+    signals.set_nonblocking(true).unwrap_or_else(|e| fatal(&e));
+    let mut flags = Vec::new();
+    for sig in HANDLED {
+        // The flag first: signal-hook runs a signal's actions in the order
+        // they were registered, so the flag is up before the wake-up byte.
+        let flag = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(sig as i32, flag.clone()).unwrap_or_else(|e| fatal(&e));
+        let writer = signal_writer.try_clone().unwrap_or_else(|e| fatal(&e));
+        signal_hook::low_level::pipe::register(sig as i32, writer).unwrap_or_else(|e| fatal(&e));
+        flags.push((sig, flag));
+    }
+
+    // Caught signals are reset to their defaults on exec, and std resets
+    // SIGPIPE: the backend starts with default dispositions.
+    let backend = match Command::new(&options.command)
+        .args(&options.args)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(child) => Pid::from_raw(child.id() as i32),
+        Err(error) => {
+            let errno = error
+                .raw_os_error()
+                .map_or_else(|| "EIO".to_owned(), |n| format!("{:?}", Errno::from_raw(n)));
+            report(&mut control, &format!("failed {errno} {error}\n"));
+            eprintln!(
+                "process-bridge-supervisor: cannot start {}: {error}",
+                options.command
+            );
+            std::process::exit(CANNOT_START);
+        }
+    };
+    report(&mut control, &format!("started {backend}\n"));
+
+    let mut supervisor = Supervisor {
+        backend,
+        backend_status: None,
+        terminating: None,
+        term_grace: options.term_grace,
+        received: flags,
+    };
+    supervisor.run(&mut signals, &mut control);
+}
+
+/// The control socket from the host, if fd 3 is open; not inherited by the backend.
+fn control_socket() -> Option<File> {
+    // SAFETY: F_GETFD on any integer is sound; it only says whether fd 3 is open.
+    if unsafe { nix::libc::fcntl(CONTROL_FD, nix::libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: fd 3 is open and nothing else in this process owns it: the
+    // host handed it to us, and we take it over.
+    let owned = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    let _ = fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+    Some(File::from(owned))
+}
+
+/// Writes a line to the host; a host that is gone is not an error here.
+fn report(control: &mut Option<File>, line: &str) {
+    if let Some(socket) = control {
+        let _ = socket.write_all(line.as_bytes());
+    }
+}
+
+fn fatal(error: &dyn std::fmt::Display) -> ! {
+    eprintln!("process-bridge-supervisor: {error}");
+    std::process::exit(CANNOT_START);
+}
+
+struct Supervisor {
+    backend: Pid,
+    backend_status: Option<WaitStatus>,
+    /// Since when descendants have been asked to exit (SIGTERM sent).
+    terminating: Option<Instant>,
+    term_grace: Duration,
+    /// Raised by the handler of each signal in [`HANDLED`].
+    received: Vec<(Signal, Arc<AtomicBool>)>,
+}
+
+impl Supervisor {
+    fn run(&mut self, signals: &mut UnixStream, control: &mut Option<File>) -> ! {
+        loop {
+            let timeout = match self.terminating {
+                None => PollTimeout::NONE,
+                Some(since) => {
+                    let left = self.term_grace.saturating_sub(since.elapsed());
+                    if left.is_zero() {
+                        self.kill_everything();
+                    }
+                    PollTimeout::try_from(left.as_millis().max(1)).unwrap_or(PollTimeout::MAX)
+                }
+            };
+            let (signal_ready, control_ready) = {
+                let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+                if let Some(socket) = control.as_ref() {
+                    fds.push(PollFd::new(socket.as_fd(), PollFlags::POLLIN));
+                }
+                match poll(&mut fds, timeout) {
+                    Ok(_) => {}
+                    Err(Errno::EINTR) => continue,
+                    Err(error) => fatal(&error),
+                }
+                let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+                (ready(&fds[0]), fds.get(1).is_some_and(ready))
+            };
+            if signal_ready {
+                let mut drained = [0u8; 64];
+                loop {
+                    match signals.read(&mut drained) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => fatal(&e),
+                    }
+                }
+                let received: Vec<Signal> = self
+                    .received
+                    .iter()
+                    .filter(|(_, flag)| flag.swap(false, Ordering::AcqRel))
+                    .map(|(sig, _)| *sig)
+                    .collect();
+                for sig in received {
+                    match sig {
+                        Signal::SIGTERM => self.terminate(),
+                        Signal::SIGUSR2 => self.kill_everything(),
+                        Signal::SIGCHLD => {}
+                        passed_on => {
+                            let _ = killpg(self.backend, passed_on);
+                        }
+                    }
+                }
+                self.reap();
+            }
+            if control_ready && control_closed(control) {
+                *control = None;
+                self.terminate();
+            }
+            if self.backend_status.is_some() {
+                // What the backend left behind goes too.
+                self.terminate();
+            }
+            if self.terminating.is_some() && self.reap() {
+                self.exit();
+            }
+        }
+    }
+
+    /// Reaps every child that has exited; `true` when none is left.
+    fn reap(&mut self) -> bool {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => return false,
+                Ok(status) => {
+                    if status.pid() == Some(self.backend) {
+                        self.backend_status = Some(status);
+                    }
+                }
+                Err(Errno::EINTR) => continue,
+                Err(Errno::ECHILD) => return true,
+                Err(error) => fatal(&error),
+            }
+        }
+    }
+
+    /// Asks every descendant to exit (once), starting the grace period.
+    fn terminate(&mut self) {
+        if self.terminating.is_some() {
+            return;
+        }
+        self.terminating = Some(Instant::now());
+        self.signal_descendants(Signal::SIGTERM);
+    }
+
+    /// The grace period is over: SIGKILL every descendant until none is left.
+    fn kill_everything(&mut self) -> ! {
+        loop {
+            self.signal_descendants(Signal::SIGKILL);
+            match waitpid(Pid::from_raw(-1), None) {
+                Ok(status) => {
+                    if status.pid() == Some(self.backend) {
+                        self.backend_status = Some(status);
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Err(_) => self.exit(),
+            }
+        }
+    }
+
+    fn signal_descendants(&self, signal: Signal) {
+        let _ = killpg(self.backend, signal);
+        for pid in descendants(getpid()) {
+            let _ = kill(pid, signal);
+        }
+    }
+
+    /// Exits the way the backend did.
+    fn exit(&self) -> ! {
+        match self.backend_status {
+            Some(WaitStatus::Exited(_, code)) => std::process::exit(code),
+            Some(WaitStatus::Signaled(_, which, _)) => {
+                // SAFETY: restoring the default disposition installs no code.
+                let _ = unsafe { signal(which, SigHandler::SigDfl) };
+                let _ = raise(which);
+                std::process::exit(128 + which as i32)
+            }
+            _ => std::process::exit(1),
+        }
+    }
+}
+
+/// Whether the host closed the control socket (end of file, or an error).
+fn control_closed(control: &mut Option<File>) -> bool {
+    let Some(socket) = control else {
+        return false;
+    };
+    let mut buffer = [0u8; 256];
+    loop {
+        match socket.read(&mut buffer) {
+            Ok(0) => return true,
+            // The host sends nothing today; anything it sends is ignored.
+            Ok(_) => return false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Every descendant of `root`, from the parent links of `/proc` (Linux).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn descendants(root: Pid) -> Vec<Pid> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![root.as_raw()];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found[1..].iter().map(|&p| Pid::from_raw(p)).collect()
+}
+
+/// Elsewhere, the backend's process group is what is signalled.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn descendants(_root: Pid) -> Vec<Pid> {
+    Vec::new()
+}

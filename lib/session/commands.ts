@@ -1,0 +1,88 @@
+/**
+ * The commands sent and not yet answered, and the rules that match answers
+ * to them (docs/protocol.md §8.11, §9.5.4, §12.3). The protocol has no
+ * correlation ids: the backend handles commands one at a time, in order, so
+ * an answer belongs to the oldest command still waiting for that kind of
+ * answer, and a command-scoped `error` to the oldest command of all.
+ */
+import type { BridgeEvent } from "../protocol";
+import type { Deferred } from "./deferred";
+import { approvalRecord } from "./records";
+
+/** A sent command still waiting for its response. */
+export type SentCommand =
+  | { kind: "prompt" }
+  | { kind: "cancel"; op: Deferred<void> }
+  | { kind: "reset"; op: Deferred<void> }
+  | { kind: "configure"; op: Deferred<unknown> }
+  | { kind: "approve"; id: string }
+  | { kind: "shutdown" };
+
+/** The queue of sent commands, oldest first. */
+export class CommandQueue {
+  private readonly sent: SentCommand[] = [];
+
+  /** Records a command about to be written. */
+  push(entry: SentCommand): void {
+    this.sent.push(entry);
+  }
+
+  /** Removes a command that turned out not to be sent. */
+  forget(entry: SentCommand): void {
+    const index = this.sent.indexOf(entry);
+    if (index >= 0) this.sent.splice(index, 1);
+  }
+
+  /** §9.5.4 step 5: removes the command an event answers, if any. */
+  acknowledge(event: BridgeEvent): void {
+    switch (event.type) {
+      case "run_start":
+        this.take("prompt");
+        return;
+      case "cancel_requested":
+      case "cancel_ignored":
+        this.take("cancel");
+        return;
+      case "reset":
+        this.take("reset");
+        return;
+      case "shutdown":
+        this.take("shutdown");
+        return;
+      case "run_event": {
+        // A successful approve has no answer of its own: its resolved record is one.
+        const record = approvalRecord(event.event);
+        if (record?.status === "resolved") {
+          const index = this.sent.findIndex((p) => p.kind === "approve" && p.id === record.request_id);
+          if (index >= 0) this.sent.splice(index, 1);
+        }
+        return;
+      }
+    }
+  }
+
+  /**
+   * Removes the oldest entry of a kind. `approve` entries older than it were
+   * handled by the backend without an answer (an error would have come
+   * first), so they go too (§12.3).
+   */
+  take<K extends SentCommand["kind"]>(kind: K): Extract<SentCommand, { kind: K }> | undefined {
+    const index = this.sent.findIndex((p) => p.kind === kind);
+    if (index < 0) return undefined;
+    const [entry] = this.sent.splice(index, 1);
+    for (let i = index - 1; i >= 0; i--) {
+      if (this.sent[i].kind === "approve") this.sent.splice(i, 1);
+    }
+    return entry as Extract<SentCommand, { kind: K }>;
+  }
+
+  /** A command-scoped error belongs to the oldest command still waiting (§8.11). */
+  blame(): SentCommand | undefined {
+    return this.sent.shift();
+  }
+
+  /** Empties the queue (teardown), returning what was waiting. */
+  drain(): SentCommand[] {
+    return this.sent.splice(0);
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * Calling the application back (docs/protocol.md §9.5.1): every callback is
+ * guarded, so an exception in one becomes a `handler-error` diagnostic and
+ * processing goes on; diagnostics go to `onDiagnostic`, or to
+ * `console.error` with the prefix `[session]`.
+ */
+import type { SessionDiagnostic } from "./types";
+
+export class Notifier {
+  constructor(private readonly onDiagnostic: ((diagnostic: SessionDiagnostic) => void) | undefined) {}
+
+  diagnostic(diagnostic: SessionDiagnostic): void {
+    const sink = this.onDiagnostic ?? defaultDiagnostic;
+    try {
+      sink(diagnostic);
+    } catch (error) {
+      console.error("[session] onDiagnostic threw:", error);
+    }
+  }
+
+  /** Calls an application callback; an exception becomes a diagnostic naming it. */
+  guard(handler: string, call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      this.diagnostic({ kind: "handler-error", handler, error });
+    }
+  }
+}
+
+function defaultDiagnostic(diagnostic: SessionDiagnostic): void {
+  console.error(`[session] ${diagnostic.kind}: ${describe(diagnostic)}`);
+}
+
+function describe(diagnostic: SessionDiagnostic): string {
+  switch (diagnostic.kind) {
+    case "protocol":
+      return `${diagnostic.error.message}${diagnostic.line ? ` (line: ${diagnostic.line.slice(0, 200)})` : ""}`;
+    case "handler-error":
+      return `${diagnostic.handler} threw: ${diagnostic.error instanceof Error ? diagnostic.error.message : String(diagnostic.error)}`;
+    case "stderr":
+      return diagnostic.line;
+    case "read-failed":
+      return diagnostic.error.message;
+    default:
+      return diagnostic.message;
+  }
+}
