@@ -37,21 +37,25 @@ fn announce(word: &str, body: Value) {
     let _ = stdout.flush();
 }
 
-fn failed(
-    stage: &str,
-    message: &str,
+/// What the `failed` line says besides the stage and the message.
+#[derive(Default)]
+struct Details {
     exit: Option<ExitStatus>,
     stderr: Option<String>,
-) -> ExitCode {
+    backend_pid: Option<u32>,
+}
+
+fn failed(stage: &str, message: &str, details: Details) -> ExitCode {
     announce(
         "failed",
         json!({
             "schema": SCHEMA,
             "stage": stage,
             "message": message,
-            "exitCode": exit.and_then(|e| e.code),
-            "signal": exit.and_then(|e| e.signal),
-            "stderr": stderr,
+            "exitCode": details.exit.and_then(|e| e.code),
+            "signal": details.exit.and_then(|e| e.signal),
+            "stderr": details.stderr,
+            "backendPid": details.backend_pid,
         }),
     );
     ExitCode::FAILURE
@@ -64,8 +68,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             return failed(
                 "token",
                 &format!("cannot create the token file: {error}"),
-                None,
-                None,
+                Details::default(),
             )
         }
     };
@@ -79,8 +82,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             return failed(
                 "spawn",
                 &format!("cannot start {program}: {error}"),
-                None,
-                None,
+                Details::default(),
             );
         }
     };
@@ -92,7 +94,15 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             backend.signal_group(Some(Signal::SIGKILL));
-            return failed("runtime", &error.to_string(), None, None);
+            let backend_pid = Some(backend.pid());
+            return failed(
+                "runtime",
+                &error.to_string(),
+                Details {
+                    backend_pid,
+                    ..Details::default()
+                },
+            );
         }
     };
     let code = runtime.block_on(bridge(args, token.clone(), backend, outputs));
@@ -135,12 +145,12 @@ async fn bridge(
             };
             conversation.backend().signal_group(Some(Signal::SIGKILL));
             let _ = tokio::time::timeout(Duration::from_secs(2), lifecycle.exited()).await;
-            return failed(
-                failure.stage,
-                &failure.message,
-                failure.exit,
-                conversation.last_stderr(),
-            );
+            let details = Details {
+                exit: failure.exit,
+                stderr: conversation.last_stderr(),
+                backend_pid: Some(backend_pid),
+            };
+            return failed(failure.stage, &failure.message, details);
         }
     };
     let ready: Value = serde_json::from_str(&ready_line).unwrap_or_default();
@@ -160,11 +170,14 @@ async fn bridge(
                 Duration::from_millis(args.grace_ms),
             )
             .await;
+            let details = Details {
+                backend_pid: Some(backend_pid),
+                ..Details::default()
+            };
             return failed(
                 "listen",
                 &format!("cannot listen on 127.0.0.1:{}: {error}", args.port),
-                None,
-                None,
+                details,
             );
         }
     };

@@ -30,7 +30,10 @@ const REFUSED_BODY_WAIT: Duration = Duration::from_secs(2);
 /// The answer to a refused request. Its body is read and dropped first (up
 /// to a bound): a client still writing it would otherwise see its
 /// connection reset instead of the answer. The connection then closes.
-async fn refuse(request: Request<Incoming>, error: ConnectError) -> hyper::Response<ConnectRpcBody> {
+async fn refuse(
+    request: Request<Incoming>,
+    error: ConnectError,
+) -> hyper::Response<ConnectRpcBody> {
     let mut response = error.into_http_response(request.headers());
     let http1 = request.version() < http::Version::HTTP_2;
     let mut body = request.into_body();
@@ -45,9 +48,10 @@ async fn refuse(request: Request<Incoming>, error: ConnectError) -> hyper::Respo
     };
     let _ = tokio::time::timeout(REFUSED_BODY_WAIT, drain).await;
     if http1 {
-        response
-            .headers_mut()
-            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
     }
     response
 }
