@@ -120,10 +120,23 @@ async fn bridge(
     let backend_pid = backend.pid();
     let (conversation, ready) = Conversation::new(backend);
     let lifecycle = Arc::new(Lifecycle::new(Duration::from_millis(args.grace_ms)));
+    watch_signals(lifecycle.clone());
     tokio::spawn(pump(conversation.clone(), outputs, lifecycle.clone()));
 
     // 1. The backend's ready (its version is checked by the validator).
-    let startup = tokio::time::timeout(Duration::from_millis(args.ready_timeout_ms), ready).await;
+    // A stop asked for meanwhile (SIGTERM, stdin EOF) ends the wait too.
+    let stopped = async {
+        lifecycle.stop_requested().await;
+        StartFailure {
+            stage: "stopped",
+            message: "asked to stop before the backend was ready".into(),
+            exit: None,
+        }
+    };
+    let startup = tokio::select! {
+        startup = tokio::time::timeout(Duration::from_millis(args.ready_timeout_ms), ready) => startup,
+        failure = stopped => Ok(Ok(Err(failure))),
+    };
     let ready_line = match startup {
         Ok(Ok(Ok(line))) => line,
         outcome => {
@@ -228,7 +241,6 @@ async fn bridge(
     if !args.ignore_stdin {
         watch_stdin(lifecycle.clone());
     }
-    tokio::spawn(watch_signals(lifecycle.clone()));
     let requested = tokio::select! {
         grace = lifecycle.stop_requested() => Some(grace),
         _ = lifecycle.exited() => None,
@@ -369,7 +381,9 @@ fn watch_stdin(lifecycle: Arc<Lifecycle>) {
         });
 }
 
-async fn watch_signals(lifecycle: Arc<Lifecycle>) {
+/// SIGTERM and SIGINT take the shutdown path. The handlers are installed
+/// at once (before the discovery line), the wait runs in the background.
+fn watch_signals(lifecycle: Arc<Lifecycle>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -377,11 +391,13 @@ async fn watch_signals(lifecycle: Arc<Lifecycle>) {
     ) else {
         return;
     };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    if lifecycle.request_stop(None) {
-        eprintln!("agentlane-bridge: {name}; shutting down");
-    }
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        if lifecycle.request_stop(None) {
+            eprintln!("agentlane-bridge: {name}; shutting down");
+        }
+    });
 }

@@ -130,9 +130,17 @@ fn a_port_in_use_fails_at_listen_and_the_backend_is_stopped() {
     let port = taken.local_addr().unwrap().port().to_string();
     // A backend that gets ready and exits on shutdown (or stdin EOF).
     let script = r#"import sys; print('{"protocol_version":"1.0","type":"ready","ts":1,"version":"9","package":"agentlane-process-bridge"}', flush=True); sys.stdin.readline(); print('{"protocol_version":"1.0","type":"shutdown","ts":2}', flush=True)"#;
-    let output = bridge(&["--app", "x:y", "--port", &port, "--", "python3", "-c", script]);
+    let output = bridge(&[
+        "--app", "x:y", "--port", &port, "--", "python3", "-c", script,
+    ]);
     let failed = failure(&output);
     assert_eq!(failed["stage"], "listen", "{failed}");
-    assert!(failed["message"].as_str().unwrap().contains(&port), "{failed}");
-    assert!(gone(failed["backendPid"].as_i64().unwrap()), "the backend outlived a failed start");
+    assert!(
+        failed["message"].as_str().unwrap().contains(&port),
+        "{failed}"
+    );
+    assert!(
+        gone(failed["backendPid"].as_i64().unwrap()),
+        "the backend outlived a failed start"
+    );
 }
