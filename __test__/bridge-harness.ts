@@ -139,6 +139,15 @@ export class Subscription {
   }
 }
 
+/** Waits until `test()` holds (for what arrives on its own pipe, like stderr). */
+export async function eventually(test: () => boolean, what: string, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!test()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** Waits until no process with this pid is left (true) or `ms` passed (false). */
 export async function gone(pid: number, ms = 5_000): Promise<boolean> {
   const deadline = Date.now() + ms;

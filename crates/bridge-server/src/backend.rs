@@ -106,7 +106,7 @@ impl Backend {
             }
         }
         let mut child = command.spawn()?;
-        let (sender, receiver) = mpsc::channel(16);
+        let (sender, receiver) = mpsc::channel(4);
         spawn_reader(
             child.stdout.take().expect("piped stdout"),
             ReaderOptions::new(StreamKind::Events),

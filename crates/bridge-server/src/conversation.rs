@@ -36,7 +36,8 @@ pub enum Item {
     Event {
         seq: u64,
         event_type: EventType,
-        line: String,
+        /// Shared by every stream that sends it.
+        line: Arc<String>,
     },
     Invalid {
         seq: u64,
@@ -245,7 +246,7 @@ impl Conversation {
                     Arc::new(Item::Event {
                         seq,
                         event_type,
-                        line,
+                        line: Arc::new(line),
                     }),
                     Some(signal),
                 )
@@ -268,8 +269,8 @@ impl Conversation {
         if let Some(startup) = s.startup.take() {
             match (&*shared, &signal) {
                 (Item::Event { line, .. }, Some(Signal::Ready)) => {
-                    s.ready_line = Some(line.clone());
-                    let _ = startup.send(Ok(line.clone()));
+                    s.ready_line = Some(line.to_string());
+                    let _ = startup.send(Ok(line.to_string()));
                 }
                 (Item::Invalid { message, .. }, _) => {
                     let _ = startup.send(Err(StartFailure {

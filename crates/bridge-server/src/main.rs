@@ -11,6 +11,7 @@ mod cli;
 mod conversation;
 mod guard;
 mod lifecycle;
+mod outgoing;
 mod run;
 mod server;
 mod service;

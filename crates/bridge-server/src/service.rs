@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::conversation::{backend_refusal, closed_error, Conversation, Item, Settlement, Shared};
 use crate::lifecycle::Lifecycle;
+use crate::outgoing::Outgoing;
 use crate::proto::agentlane::bridge::v1 as pb;
 use bridge_core::session::Outcome;
 
@@ -32,33 +33,13 @@ fn bridge_event(item: &Item) -> pb::BridgeEvent {
         } => pb::BridgeEvent {
             seq: *seq,
             r#type: event_type.as_str().to_owned(),
-            json: line.clone(),
+            json: line.to_string(),
             ..Default::default()
         },
         Item::Invalid { seq, .. } => pb::BridgeEvent {
             seq: *seq,
             ..Default::default()
         },
-    }
-}
-
-fn invalid_line(item: &Item) -> Option<pb::InvalidLine> {
-    match item {
-        Item::Invalid {
-            seq,
-            code,
-            message,
-            fields,
-            head,
-        } => Some(pb::InvalidLine {
-            seq: *seq,
-            code: (*code).to_owned(),
-            message: message.clone(),
-            fields: fields.clone(),
-            line_head: head.clone(),
-            ..Default::default()
-        }),
-        Item::Event { .. } => None,
     }
 }
 
@@ -113,7 +94,7 @@ impl pb::AgentService for Agent {
         &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, pb::PromptRequest>,
-    ) -> ServiceResult<ServiceStream<pb::PromptResponse>> {
+    ) -> ServiceResult<ServiceStream<Outgoing>> {
         let (started, stream) = self.conversation.prompt(request.text)?;
         match started.await {
             Ok(Ok(())) => {}
@@ -125,16 +106,7 @@ impl pb::AgentService for Agent {
                     .unwrap_or_else(|| ConnectError::unavailable("the run ended")))
             }
         }
-        let items = stream.map(|item| {
-            item.map(|item| pb::PromptResponse {
-                item: Some(match invalid_line(&item) {
-                    Some(invalid) => invalid.into(),
-                    None => bridge_event(&item).into(),
-                }),
-                ..Default::default()
-            })
-        });
-        Response::ok(Box::pin(items) as ServiceStream<pb::PromptResponse>)
+        Response::ok(Box::pin(stream.map(|item| item.map(Outgoing))) as ServiceStream<Outgoing>)
     }
 
     async fn approve(
@@ -229,18 +201,9 @@ impl pb::AgentService for Agent {
         &self,
         _ctx: RequestContext,
         _request: ServiceRequest<'_, pb::SubscribeRequest>,
-    ) -> ServiceResult<ServiceStream<pb::SubscribeResponse>> {
+    ) -> ServiceResult<ServiceStream<Outgoing>> {
         let stream = self.conversation.subscribe()?;
-        let items = stream.map(|item| {
-            item.map(|item| pb::SubscribeResponse {
-                item: Some(match invalid_line(&item) {
-                    Some(invalid) => invalid.into(),
-                    None => bridge_event(&item).into(),
-                }),
-                ..Default::default()
-            })
-        });
-        Response::ok(Box::pin(items) as ServiceStream<pb::SubscribeResponse>)
+        Response::ok(Box::pin(stream.map(|item| item.map(Outgoing))) as ServiceStream<Outgoing>)
     }
 }
 
