@@ -40,8 +40,8 @@ describe("agentlane-bridge: a conversation with the real backend", () => {
     bridge = await start(scenarioArgs());
     agent = bridge.client(AgentService);
     agentJson = bridge.client(AgentService, { json: true });
-    // Two clients subscribed at once, one per codec.
-    subscribers = [new Subscription(bridge), new Subscription(bridge, { json: true })];
+    // Clients subscribed at once: one per codec, the JSON one in batches.
+    subscribers = [new Subscription(bridge), new Subscription(bridge, { json: true, batched: true })];
   });
 
   afterAll(async () => {
@@ -49,7 +49,7 @@ describe("agentlane-bridge: a conversation with the real backend", () => {
     expect(exit).toEqual({ code: 0, signal: null });
   });
 
-  it("chat: the Prompt stream carries run_start through run_complete as the exact lines, then ends OK; both subscribers see the same lines", async () => {
+  it("chat: the Prompt stream carries run_start through run_complete as the exact lines, then ends OK; both subscribers (one taking batches) see the same lines", async () => {
     const run = await collect(agent.prompt({ text: "chat hello bridge" }));
     expect(run.error).toBeUndefined();
     expect(run.events[0].type).toBe("run_start");

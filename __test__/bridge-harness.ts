@@ -49,7 +49,10 @@ export interface Seen {
   event: any;
 }
 
-type Item = { item: { case: "event"; value: { seq: bigint; type: string; json: string } } | { case: "invalidLine"; value: any } | { case: undefined } };
+type Event = { seq: bigint; type: string; json: string };
+type Item = {
+  item: { case: "event"; value: Event } | { case: "invalidLine"; value: any } | { case: "batch"; value: { events: Event[] } } | { case: undefined };
+};
 
 function seen(value: { seq: bigint; type: string; json: string }): Seen {
   return { seq: value.seq, type: value.type, json: value.json, event: JSON.parse(value.json) };
@@ -67,10 +70,12 @@ export async function collect(stream: AsyncIterable<Item>, each?: (event: Seen) 
   const out: Collected = { events: [], invalid: [], error: undefined };
   try {
     for await (const { item } of stream) {
-      if (item.case === "event") {
-        const event = seen(item.value);
-        out.events.push(event);
-        await each?.(event);
+      if (item.case === "event" || item.case === "batch") {
+        for (const value of item.case === "event" ? [item.value] : item.value.events) {
+          const event = seen(value);
+          out.events.push(event);
+          await each?.(event);
+        }
       } else if (item.case === "invalidLine") {
         out.invalid.push(item.value);
       }
@@ -102,9 +107,9 @@ export class Subscription {
   private readonly controller = new AbortController();
   private wakers: (() => void)[] = [];
 
-  constructor(bridge: Bridge, options: { json?: boolean } = {}) {
-    const agent = bridge.client(AgentService, options);
-    this.done = collect(agent.subscribe({}, { signal: this.controller.signal }) as AsyncIterable<Item>, (event) => {
+  constructor(bridge: Bridge, options: { json?: boolean; batched?: boolean } = {}) {
+    const agent = bridge.client(AgentService, { json: options.json });
+    this.done = collect(agent.subscribe({ batched: options.batched ?? false }, { signal: this.controller.signal }) as AsyncIterable<Item>, (event) => {
       this.events.push(event);
       this.wake();
     }).then((result) => {

@@ -74,20 +74,40 @@ pub struct StartFailure {
     pub exit: Option<ExitStatus>,
 }
 
+/// What one stream message carries: one line, or (for subscribers that
+/// asked for batches) consecutive events that came from the backend together.
+#[derive(Debug)]
+pub enum Out {
+    One(Shared),
+    Batch(Vec<Shared>),
+}
+
+impl Out {
+    fn size(&self) -> usize {
+        match self {
+            Out::One(item) => item.size(),
+            Out::Batch(items) => items.iter().map(|item| item.size()).sum(),
+        }
+    }
+}
+
 /// The sending side of one stream.
 struct Outlet {
-    tx: mpsc::UnboundedSender<Result<Shared, ConnectError>>,
+    tx: mpsc::UnboundedSender<Result<Out, ConnectError>>,
     queued: Arc<AtomicUsize>,
+    /// The subscriber asked for batches.
+    batched: bool,
 }
 
 impl Outlet {
-    fn new() -> (Outlet, ItemStream) {
+    fn new(batched: bool) -> (Outlet, ItemStream) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
         (
             Outlet {
                 tx,
                 queued: queued.clone(),
+                batched,
             },
             ItemStream {
                 rx,
@@ -98,17 +118,18 @@ impl Outlet {
         )
     }
 
-    /// Queues an item; `false` once the stream is gone or was cut off.
-    fn push(&self, item: &Shared) -> bool {
+    /// Queues a message; `false` once the stream is gone or was cut off.
+    fn push(&self, out: Out) -> bool {
+        let size = out.size();
         let queued = self.queued.load(Ordering::SeqCst);
-        if queued > 0 && queued + item.size() > STREAM_QUEUE_BYTES {
+        if queued > 0 && queued + size > STREAM_QUEUE_BYTES {
             let _ = self.tx.send(Err(ConnectError::resource_exhausted(
                 "this stream fell too far behind the backend and was cut off",
             )));
             return false;
         }
-        self.queued.fetch_add(item.size(), Ordering::SeqCst);
-        self.tx.send(Ok(item.clone())).is_ok()
+        self.queued.fetch_add(size, Ordering::SeqCst);
+        self.tx.send(Ok(out)).is_ok()
     }
 
     fn fail(self, error: ConnectError) {
@@ -116,17 +137,17 @@ impl Outlet {
     }
 }
 
-/// The receiving side of one stream: items in order, then the end (`None`
-/// for an OK end, or one error).
+/// The receiving side of one stream: messages in order, then the end
+/// (`None` for an OK end, or one error).
 pub struct ItemStream {
-    rx: mpsc::UnboundedReceiver<Result<Shared, ConnectError>>,
+    rx: mpsc::UnboundedReceiver<Result<Out, ConnectError>>,
     queued: Arc<AtomicUsize>,
     on_drop: Option<Box<dyn FnOnce() + Send>>,
     ended: bool,
 }
 
 impl Stream for ItemStream {
-    type Item = Result<Shared, ConnectError>;
+    type Item = Result<Out, ConnectError>;
 
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
@@ -134,8 +155,8 @@ impl Stream for ItemStream {
     ) -> Poll<Option<Self::Item>> {
         let polled = self.rx.poll_recv(cx);
         match &polled {
-            Poll::Ready(Some(Ok(item))) => {
-                self.queued.fetch_sub(item.size(), Ordering::SeqCst);
+            Poll::Ready(Some(Ok(out))) => {
+                self.queued.fetch_sub(out.size(), Ordering::SeqCst);
             }
             Poll::Ready(Some(Err(_)) | None) => self.ended = true,
             Poll::Pending => {}
@@ -232,9 +253,18 @@ impl Conversation {
 
     // ---- the backend's output (called by the event loop, in order) ---------
 
-    /// One stdout line.
-    pub fn on_stdout(self: &Arc<Self>, item: ReaderItem) {
+    /// Consecutive stdout lines (one reader batch), in order.
+    pub fn on_stdout(self: &Arc<Self>, items: Vec<ReaderItem>) {
         let mut s = self.lock();
+        // Consecutive events for the subscribers that take batches.
+        let mut batch = Vec::new();
+        for item in items {
+            self.on_line(&mut s, item, &mut batch);
+        }
+        flush(&mut s.subscribers, &mut batch);
+    }
+
+    fn on_line(self: &Arc<Self>, s: &mut State, item: ReaderItem, batch: &mut Vec<Shared>) {
         s.seq += 1;
         let seq = s.seq;
         let (shared, signal) = match item {
@@ -290,7 +320,18 @@ impl Conversation {
                 }
             }
         }
-        s.subscribers.retain(|outlet| outlet.push(&shared));
+        // Subscribers: one message per line, or batches of events (an
+        // invalid line goes alone, after the events before it).
+        s.subscribers
+            .retain(|outlet| outlet.batched || outlet.push(Out::One(shared.clone())));
+        match &*shared {
+            Item::Event { .. } => batch.push(shared.clone()),
+            Item::Invalid { .. } => {
+                flush(&mut s.subscribers, batch);
+                s.subscribers
+                    .retain(|outlet| !outlet.batched || outlet.push(Out::One(shared.clone())));
+            }
+        }
         // The run's stream: run_start opens it; run events, the terminal
         // event and invalid lines go to it while it is open.
         let belongs = match (&signal, &*shared) {
@@ -319,17 +360,17 @@ impl Conversation {
             if let Some(run) = &mut s.run {
                 if run.started.is_none() {
                     if let Some(outlet) = &run.outlet {
-                        lost = !outlet.push(&shared);
+                        lost = !outlet.push(Out::One(shared.clone()));
                     }
                 }
             }
         }
         if lost {
-            self.abandon_run(&mut s);
+            self.abandon_run(s);
         }
         if let Some(signal) = signal {
             let outputs = s.session.on_event(&signal);
-            self.apply(&mut s, outputs, Some(&shared));
+            self.apply(s, outputs, Some(&shared));
         }
     }
 
@@ -488,7 +529,7 @@ impl Conversation {
         let mut s = self.lock();
         Self::refuse_if_ended(&s)?;
         let (ticket, outputs) = s.session.prompt(text).map_err(|r| refusal_error(&r))?;
-        let (outlet, mut stream) = Outlet::new();
+        let (outlet, mut stream) = Outlet::new(false);
         let (started, start) = oneshot::channel();
         s.run = Some(RunStream {
             ticket,
@@ -531,11 +572,11 @@ impl Conversation {
         }
     }
 
-    /// Every line from now on.
-    pub fn subscribe(self: &Arc<Self>) -> Result<ItemStream, ConnectError> {
+    /// Every line from now on, one per message or in batches of events.
+    pub fn subscribe(self: &Arc<Self>, batched: bool) -> Result<ItemStream, ConnectError> {
         let mut s = self.lock();
         Self::refuse_if_ended(&s)?;
-        let (outlet, stream) = Outlet::new();
+        let (outlet, stream) = Outlet::new(batched);
         s.subscribers.push(outlet);
         Ok(stream)
     }
@@ -555,6 +596,15 @@ impl Conversation {
         let mut s = self.lock();
         s.subscribers.clear();
     }
+}
+
+/// Sends the events gathered so far to the subscribers that take batches.
+fn flush(subscribers: &mut Vec<Outlet>, batch: &mut Vec<Shared>) {
+    if batch.is_empty() {
+        return;
+    }
+    let events = std::mem::take(batch);
+    subscribers.retain(|outlet| !outlet.batched || outlet.push(Out::Batch(events.clone())));
 }
 
 /// The run's terminal settlement ends its `Prompt` stream: OK after the

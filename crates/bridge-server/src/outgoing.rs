@@ -14,13 +14,14 @@ use buffa::bytes::Bytes;
 use connectrpc::{CodecFormat, ConnectError, Encodable, EncodedBody};
 use serde::Serialize;
 
-use crate::conversation::{Item, Shared};
+use crate::conversation::{Item, Out, Shared};
 use crate::proto::agentlane::bridge::v1 as pb;
 use pb::__buffa::view::{BridgeEventView, InvalidLineView};
 
-/// A stream item on its way out (`PromptResponse` or `SubscribeResponse`,
-/// which have the same cases).
-pub struct Outgoing(pub Shared);
+/// A stream message on its way out (`PromptResponse` or
+/// `SubscribeResponse`, which share their single-item cases; only
+/// subscribers get batches).
+pub struct Outgoing(pub Out);
 
 /// Lets the line's bytes back a [`Bytes`] without a copy.
 struct LineOwner(Arc<String>);
@@ -31,15 +32,19 @@ impl AsRef<[u8]> for LineOwner {
     }
 }
 
-/// The proto3 JSON form of the item (`seq` as a string, camelCase names).
+/// The proto3 JSON form of `BridgeEvent` (`seq` as a string).
+#[derive(Serialize)]
+struct JsonEvent<'a> {
+    seq: String,
+    r#type: &'a str,
+    json: &'a str,
+}
+
+/// The proto3 JSON form of a stream message (camelCase names).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 enum JsonItem<'a> {
-    Event {
-        seq: String,
-        r#type: &'a str,
-        json: &'a str,
-    },
+    Event(JsonEvent<'a>),
     InvalidLine {
         seq: String,
         message: &'a str,
@@ -47,32 +52,84 @@ enum JsonItem<'a> {
         line_head: &'a str,
         code: &'a str,
     },
+    Batch {
+        events: Vec<JsonEvent<'a>>,
+    },
+}
+
+fn json_event(item: &Item) -> Option<JsonEvent<'_>> {
+    match item {
+        Item::Event {
+            seq,
+            event_type,
+            line,
+        } => Some(JsonEvent {
+            seq: seq.to_string(),
+            r#type: event_type.as_str(),
+            json: line.as_str(),
+        }),
+        Item::Invalid { .. } => None,
+    }
+}
+
+fn event_view(item: &Item) -> Option<BridgeEventView<'_>> {
+    match item {
+        Item::Event {
+            seq,
+            event_type,
+            line,
+        } => Some(BridgeEventView {
+            seq: *seq,
+            r#type: event_type.as_str(),
+            json: line.as_str(),
+            ..Default::default()
+        }),
+        Item::Invalid { .. } => None,
+    }
+}
+
+fn invalid_view(item: &Item) -> Option<InvalidLineView<'_>> {
+    let Item::Invalid {
+        seq,
+        code,
+        message,
+        fields,
+        head,
+    } = item
+    else {
+        return None;
+    };
+    Some(InvalidLineView {
+        seq: *seq,
+        message,
+        fields: buffa::RepeatedView::new(fields.iter().map(String::as_str).collect()),
+        line_head: head,
+        code,
+        ..Default::default()
+    })
 }
 
 impl Outgoing {
     fn json(&self) -> Result<Bytes, ConnectError> {
-        let item = match &*self.0 {
-            Item::Event {
-                seq,
-                event_type,
-                line,
-            } => JsonItem::Event {
-                seq: seq.to_string(),
-                r#type: event_type.as_str(),
-                json: line.as_str(),
+        let item = match &self.0 {
+            Out::One(item) => match &**item {
+                Item::Event { .. } => JsonItem::Event(json_event(item).expect("an event")),
+                Item::Invalid {
+                    seq,
+                    code,
+                    message,
+                    fields,
+                    head,
+                } => JsonItem::InvalidLine {
+                    seq: seq.to_string(),
+                    message,
+                    fields,
+                    line_head: head,
+                    code,
+                },
             },
-            Item::Invalid {
-                seq,
-                code,
-                message,
-                fields,
-                head,
-            } => JsonItem::InvalidLine {
-                seq: seq.to_string(),
-                message,
-                fields,
-                line_head: head,
-                code,
+            Out::Batch(items) => JsonItem::Batch {
+                events: items.iter().filter_map(|item| json_event(item)).collect(),
             },
         };
         serde_json::to_vec(&item)
@@ -80,64 +137,42 @@ impl Outgoing {
             .map_err(|e| ConnectError::internal(format!("encoding a stream item: {e}")))
     }
 
-    /// The line's bytes (shared, not copied) and the event's view.
-    fn event_view(&self) -> Option<(Bytes, BridgeEventView<'_>)> {
-        let Item::Event {
-            seq,
-            event_type,
-            line,
-        } = &*self.0
-        else {
-            return None;
-        };
-        let backing = Bytes::from_owner(LineOwner(line.clone()));
-        let view = BridgeEventView {
-            seq: *seq,
-            r#type: event_type.as_str(),
-            json: line.as_str(),
-            ..Default::default()
-        };
-        Some((backing, view))
-    }
-
-    fn invalid_view(&self) -> Option<InvalidLineView<'_>> {
-        let Item::Invalid {
-            seq,
-            code,
-            message,
-            fields,
-            head,
-        } = &*self.0
-        else {
-            return None;
-        };
-        Some(InvalidLineView {
-            seq: *seq,
-            message,
-            fields: buffa::RepeatedView::new(fields.iter().map(String::as_str).collect()),
-            line_head: head,
-            code,
-            ..Default::default()
-        })
+    /// A single event's line, shared (not copied) as the body's backing.
+    fn backing(&self) -> Option<Bytes> {
+        match &self.0 {
+            Out::One(item) => match &**item {
+                Item::Event { line, .. } => Some(Bytes::from_owner(LineOwner(line.clone()))),
+                Item::Invalid { .. } => None,
+            },
+            Out::Batch(_) => None,
+        }
     }
 }
 
-/// The two stream response messages share their cases; one implementation
-/// serves both.
+/// The two stream response messages share their single-item cases; one
+/// implementation serves both (`$batch` builds the batch case, if any).
 macro_rules! outgoing_as {
-    ($message:ty, $view:ident, $case:ident) => {
+    ($message:ty, $view:ident, $case:ident, $batch:expr) => {
         impl Outgoing {
-            fn $case(&self) -> pb::__buffa::view::$view<'_> {
+            fn $case(&self) -> Result<pb::__buffa::view::$view<'_>, ConnectError> {
                 use pb::__buffa::view::oneof::$case::Item as Case;
-                let item = match (self.event_view(), self.invalid_view()) {
-                    (Some((_, event)), _) => Case::Event(Box::new(event)),
-                    (None, Some(invalid)) => Case::InvalidLine(Box::new(invalid)),
-                    (None, None) => unreachable!("an item is an event or an invalid line"),
+                let item = match &self.0 {
+                    Out::One(item) => match (event_view(item), invalid_view(item)) {
+                        (Some(event), _) => Case::Event(Box::new(event)),
+                        (None, Some(invalid)) => Case::InvalidLine(Box::new(invalid)),
+                        (None, None) => unreachable!("an item is an event or an invalid line"),
+                    },
+                    Out::Batch(items) => {
+                        let batch: fn(&[Shared]) -> Option<Case<'_>> = $batch;
+                        batch(items).ok_or_else(|| {
+                            ConnectError::internal("a batch on a stream that has no batches")
+                        })?
+                    }
                 };
-                pb::__buffa::view::$view {
+                Ok(pb::__buffa::view::$view {
                     item: Some(item),
                     ..Default::default()
-                }
+                })
             }
         }
 
@@ -146,15 +181,15 @@ macro_rules! outgoing_as {
                 match codec {
                     CodecFormat::Json => self.json(),
                     // Proto, and any codec added later (which the view refuses).
-                    _ => connectrpc::__codegen::encode_view_body(&self.$case(), codec),
+                    _ => connectrpc::__codegen::encode_view_body(&self.$case()?, codec),
                 }
             }
 
             fn encode_segments(&self, codec: CodecFormat) -> Result<EncodedBody, ConnectError> {
-                match (codec, self.event_view()) {
-                    (CodecFormat::Proto, Some((backing, _))) => {
+                match (codec, self.backing()) {
+                    (CodecFormat::Proto, Some(backing)) => {
                         connectrpc::__codegen::encode_view_body_segments(
-                            &self.$case(),
+                            &self.$case()?,
                             &backing,
                             codec,
                         )
@@ -166,11 +201,26 @@ macro_rules! outgoing_as {
     };
 }
 
-outgoing_as!(pb::PromptResponse, PromptResponseView, prompt_response);
+outgoing_as!(
+    pb::PromptResponse,
+    PromptResponseView,
+    prompt_response,
+    |_| None
+);
 outgoing_as!(
     pb::SubscribeResponse,
     SubscribeResponseView,
-    subscribe_response
+    subscribe_response,
+    |items| {
+        Some(pb::__buffa::view::oneof::subscribe_response::Item::Batch(
+            Box::new(pb::__buffa::view::EventBatchView {
+                events: buffa::RepeatedView::new(
+                    items.iter().filter_map(|item| event_view(item)).collect(),
+                ),
+                ..Default::default()
+            }),
+        ))
+    }
 );
 
 #[cfg(test)]
@@ -248,7 +298,7 @@ mod tests {
         ];
         for item in items {
             let want = expected(&item);
-            let outgoing = Outgoing(Arc::new(item));
+            let outgoing = Outgoing(Out::One(Arc::new(item)));
             let proto = <Outgoing as Encodable<pb::SubscribeResponse>>::encode_segments(
                 &outgoing,
                 CodecFormat::Proto,
@@ -276,13 +326,62 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_is_one_subscribe_message_in_both_codecs_and_no_prompt_message() {
+        use buffa::Message;
+        let items: Vec<Shared> = (1..=3)
+            .map(|seq| {
+                Arc::new(Item::Event {
+                    seq,
+                    event_type: EventType::RunEvent,
+                    line: Arc::new(format!(r#"{{"n":{seq},"s":"\u00e9 \"q\""}}"#)),
+                })
+            })
+            .collect();
+        let want = pb::SubscribeResponse {
+            item: Some(pb::__buffa::oneof::subscribe_response::Item::Batch(
+                Box::new(pb::EventBatch {
+                    events: items
+                        .iter()
+                        .map(|item| match expected(item).item {
+                            Some(pb::__buffa::oneof::subscribe_response::Item::Event(event)) => {
+                                *event
+                            }
+                            other => panic!("{other:?}"),
+                        })
+                        .collect(),
+                    ..Default::default()
+                }),
+            )),
+            ..Default::default()
+        };
+        let outgoing = Outgoing(Out::Batch(items));
+        let proto = <Outgoing as Encodable<pb::SubscribeResponse>>::encode_segments(
+            &outgoing,
+            CodecFormat::Proto,
+        )
+        .unwrap();
+        assert_eq!(
+            pb::SubscribeResponse::decode_from_slice(&concat(proto)).unwrap(),
+            want
+        );
+        let json =
+            <Outgoing as Encodable<pb::SubscribeResponse>>::encode(&outgoing, CodecFormat::Json)
+                .unwrap();
+        assert_eq!(json, serde_json::to_vec(&want).unwrap());
+        assert!(
+            <Outgoing as Encodable<pb::PromptResponse>>::encode(&outgoing, CodecFormat::Proto)
+                .is_err()
+        );
+    }
+
+    #[test]
     fn a_large_line_is_handed_over_by_reference() {
         let line = Arc::new(format!("{{\"x\":\"{}\"}}", "a".repeat(1 << 20)));
-        let outgoing = Outgoing(Arc::new(Item::Event {
+        let outgoing = Outgoing(Out::One(Arc::new(Item::Event {
             seq: 1,
             event_type: EventType::RunStart,
             line: line.clone(),
-        }));
+        })));
         let EncodedBody::Segmented(parts) =
             <Outgoing as Encodable<pb::PromptResponse>>::encode_segments(
                 &outgoing,

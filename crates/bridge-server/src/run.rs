@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bridge_core::reader::{Item as ReaderItem, StreamEnd};
-use connectrpc::{ConnectRpcService, DeadlinePolicy, Limits, Router};
+use connectrpc::{CompressionPolicy, ConnectRpcService, DeadlinePolicy, Limits, Router};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -207,7 +207,11 @@ async fn bridge(
         }));
     let connect = ConnectRpcService::new(router)
         .with_limits(Limits::default().with_max_request_body_size(MAX_REQUEST_BYTES))
-        .with_deadline_policy(DeadlinePolicy::new().with_enforce_on_streams(true));
+        .with_deadline_policy(DeadlinePolicy::new().with_enforce_on_streams(true))
+        // Loopback: compressing answers only costs both sides CPU (a 20 MB
+        // event took 5 times as long gzipped). Compressed requests are
+        // still accepted.
+        .with_compression_policy(CompressionPolicy::disabled());
     let (stop_server, server_stopped) = watch::channel(false);
     let server = tokio::spawn(crate::server::serve(
         listener,
@@ -310,9 +314,7 @@ async fn pump(
         let Some(next) = next else { break };
         match next {
             backend::Output::Stdout(batch) => {
-                for item in batch.items {
-                    conversation.on_stdout(item);
-                }
+                conversation.on_stdout(batch.items);
                 if let Some(end) = batch.end {
                     open_streams -= 1;
                     if let StreamEnd::Failed(error) = end {

@@ -106,7 +106,7 @@ impl pb::AgentService for Agent {
                     .unwrap_or_else(|| ConnectError::unavailable("the run ended")))
             }
         }
-        Response::ok(Box::pin(stream.map(|item| item.map(Outgoing))) as ServiceStream<Outgoing>)
+        Response::ok(Box::pin(stream.map(|out| out.map(Outgoing))) as ServiceStream<Outgoing>)
     }
 
     async fn approve(
@@ -200,10 +200,10 @@ impl pb::AgentService for Agent {
     async fn subscribe(
         &self,
         _ctx: RequestContext,
-        _request: ServiceRequest<'_, pb::SubscribeRequest>,
+        request: ServiceRequest<'_, pb::SubscribeRequest>,
     ) -> ServiceResult<ServiceStream<Outgoing>> {
-        let stream = self.conversation.subscribe()?;
-        Response::ok(Box::pin(stream.map(|item| item.map(Outgoing))) as ServiceStream<Outgoing>)
+        let stream = self.conversation.subscribe(request.batched)?;
+        Response::ok(Box::pin(stream.map(|out| out.map(Outgoing))) as ServiceStream<Outgoing>)
     }
 }
 

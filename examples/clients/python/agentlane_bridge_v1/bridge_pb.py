@@ -49,11 +49,12 @@ class PromptResponse(Message[_PromptResponseFields]):
 
         item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None
 
-_SubscribeResponseFields: TypeAlias = Literal["event", "invalid_line"]
+_SubscribeResponseFields: TypeAlias = Literal["event", "invalid_line", "batch"]
 
 class SubscribeResponse(Message[_SubscribeResponseFields]):
     """
-    One item of a `Subscribe` stream; the same cases as `PromptResponse`.
+    One item of a `Subscribe` stream: the cases of `PromptResponse`, and
+    batches when the subscriber asked for them.
 
     ```proto
     message agentlane.bridge.v1.SubscribeResponse
@@ -73,11 +74,42 @@ class SubscribeResponse(Message[_SubscribeResponseFields]):
         def __init__(
             self,
             *,
-            item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None = None,
+            item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | None = None,
         ) -> None:
             pass
 
-        item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None
+        item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | None
+
+_EventBatchFields: TypeAlias = Literal["events"]
+
+class EventBatch(Message[_EventBatchFields]):
+    """
+    Consecutive backend events, in order, that came from the backend
+    together (an invalid line in between travels as its own item).
+
+    ```proto
+    message agentlane.bridge.v1.EventBatch
+    ```
+
+    Attributes:
+        events:
+            ```proto
+            repeated agentlane.bridge.v1.BridgeEvent events = 1;
+            ```
+    """
+
+    __slots__ = ("events",)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            events: list[BridgeEvent] | None = None,
+        ) -> None:
+            pass
+
+        events: list[BridgeEvent]
 
 _BridgeEventFields: TypeAlias = Literal["seq", "type", "json"]
 
@@ -699,31 +731,46 @@ class ConfigureFailure(Message[_ConfigureFailureFields]):
         code: str
         event: BridgeEvent | None
 
-_SubscribeRequestFields: TypeAlias = NoReturn
+_SubscribeRequestFields: TypeAlias = Literal["batched"]
 
 class SubscribeRequest(Message[_SubscribeRequestFields]):
     """
     ```proto
     message agentlane.bridge.v1.SubscribeRequest
     ```
+
+    Attributes:
+        batched:
+            Receive events in batches (`SubscribeResponse.batch`) instead of one per
+            message. For observers of busy backends: a client's cost per stream
+            message is several times its cost per event.
+
+            ```proto
+            bool batched = 1;
+            ```
     """
 
-    __slots__ = ()
+    __slots__ = ("batched",)
 
     if TYPE_CHECKING:
 
         def __init__(
             self,
+            *,
+            batched: bool = False,
         ) -> None:
             pass
 
+        batched: bool
+
 
 _DESC = file_desc(
-    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\x99\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLineB\x06\n\x04item"\x9c\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLineB\x06\n\x04item"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"#\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text"b\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"\x0f\n\rCancelRequest"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\x0e\n\x0cResetRequest"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"1\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\x12\n\x10SubscribeRequest2\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
+    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\x99\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLineB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"F\n\nEventBatch\x128\n\x06events\x18\x01 \x03(\x0b2 .agentlane.bridge.v1.BridgeEventR\x06events"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"#\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text"b\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"\x0f\n\rCancelRequest"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\x0e\n\x0cResetRequest"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"1\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event",\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched2\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
     [],
     {
         "PromptResponse": PromptResponse,
         "SubscribeResponse": SubscribeResponse,
+        "EventBatch": EventBatch,
         "BridgeEvent": BridgeEvent,
         "InvalidLine": InvalidLine,
         "PingRequest": PingRequest,

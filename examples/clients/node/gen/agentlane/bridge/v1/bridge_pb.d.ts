@@ -59,7 +59,8 @@ export declare type PromptResponse = Message<"agentlane.bridge.v1.PromptResponse
 export declare const PromptResponseSchema: GenMessage<PromptResponse>;
 
 /**
- * One item of a `Subscribe` stream; the same cases as `PromptResponse`.
+ * One item of a `Subscribe` stream: the cases of `PromptResponse`, and
+ * batches when the subscriber asked for them.
  *
  * @generated from message agentlane.bridge.v1.SubscribeResponse
  */
@@ -79,6 +80,14 @@ export declare type SubscribeResponse = Message<"agentlane.bridge.v1.SubscribeRe
      */
     value: InvalidLine;
     case: "invalidLine";
+  } | {
+    /**
+     * Consecutive events (only with `SubscribeRequest.batched`).
+     *
+     * @generated from field: agentlane.bridge.v1.EventBatch batch = 3;
+     */
+    value: EventBatch;
+    case: "batch";
   } | { case: undefined; value?: undefined };
 };
 
@@ -87,6 +96,25 @@ export declare type SubscribeResponse = Message<"agentlane.bridge.v1.SubscribeRe
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export declare const SubscribeResponseSchema: GenMessage<SubscribeResponse>;
+
+/**
+ * Consecutive backend events, in order, that came from the backend
+ * together (an invalid line in between travels as its own item).
+ *
+ * @generated from message agentlane.bridge.v1.EventBatch
+ */
+export declare type EventBatch = Message<"agentlane.bridge.v1.EventBatch"> & {
+  /**
+   * @generated from field: repeated agentlane.bridge.v1.BridgeEvent events = 1;
+   */
+  events: BridgeEvent[];
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.EventBatch.
+ * Use `create(EventBatchSchema)` to create a new message.
+ */
+export declare const EventBatchSchema: GenMessage<EventBatch>;
 
 /**
  * A validated backend event, passed through exactly.
@@ -505,6 +533,14 @@ export declare const ConfigureFailureSchema: GenMessage<ConfigureFailure>;
  * @generated from message agentlane.bridge.v1.SubscribeRequest
  */
 export declare type SubscribeRequest = Message<"agentlane.bridge.v1.SubscribeRequest"> & {
+  /**
+   * Receive events in batches (`SubscribeResponse.batch`) instead of one per
+   * message. For observers of busy backends: a client's cost per stream
+   * message is several times its cost per event.
+   *
+   * @generated from field: bool batched = 1;
+   */
+  batched: boolean;
 };
 
 /**

@@ -21,7 +21,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
  * Describes the file agentlane/bridge/v1/bridge.proto.
  */
 export const file_agentlane_bridge_v1_bridge = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGxhbmUvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxITYWdlbnRsYW5lLmJyaWRnZS52MSKFAQoOUHJvbXB0UmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAQgYKBGl0ZW0iiAEKEVN1YnNjcmliZVJlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudEgAEjgKDGludmFsaWRfbGluZRgCIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuSW52YWxpZExpbmVIAEIGCgRpdGVtIjYKC0JyaWRnZUV2ZW50EgsKA3NlcRgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBGpzb24YAyABKAkiXAoLSW52YWxpZExpbmUSCwoDc2VxGAEgASgEEg8KB21lc3NhZ2UYAiABKAkSDgoGZmllbGRzGAMgAygJEhEKCWxpbmVfaGVhZBgEIAEoCRIMCgRjb2RlGAUgASgJIg0KC1BpbmdSZXF1ZXN0Ih8KDFBpbmdSZXNwb25zZRIPCgdtZXNzYWdlGAEgASgJIhMKEUdldFZlcnNpb25SZXF1ZXN0In0KEkdldFZlcnNpb25SZXNwb25zZRIWCg5icmlkZ2VfdmVyc2lvbhgBIAEoCRILCgNhcGkYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoCRISCgpyZWFkeV9qc29uGAQgASgJEhQKDGNhcGFiaWxpdGllcxgFIAMoCSIjCg9TaHV0ZG93blJlcXVlc3QSEAoIZ3JhY2VfbXMYASABKA0iVQoQU2h1dGRvd25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiHQoNUHJvbXB0UmVxdWVzdBIMCgR0ZXh0GAEgASgJIk0KDkFwcHJvdmVSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB2FsbG93ZWQYAiABKAgSEwoGcmVhc29uGAMgASgJSACIAQFCCQoHX3JlYXNvbiJFCg9BcHByb3ZlUmVzcG9uc2USMgoIcmVzb2x2ZWQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50Ig8KDUNhbmNlbFJlcXVlc3QiQQoOQ2FuY2VsUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50Ig4KDFJlc2V0UmVxdWVzdCJACg1SZXNldFJlc3BvbnNlEi8KBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCImChBDb25maWd1cmVSZXF1ZXN0EhIKCnBhdGNoX2pzb24YASABKAkiRAoRQ29uZmlndXJlUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IlEKEENvbmZpZ3VyZUZhaWx1cmUSDAoEY29kZRgBIAEoCRIvCgVldmVudBgCIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiEgoQU3Vic2NyaWJlUmVxdWVzdDKbAgoUQnJpZGdlQ29udHJvbFNlcnZpY2USSwoEUGluZxIgLmFnZW50bGFuZS5icmlkZ2UudjEuUGluZ1JlcXVlc3QaIS5hZ2VudGxhbmUuYnJpZGdlLnYxLlBpbmdSZXNwb25zZRJdCgpHZXRWZXJzaW9uEiYuYWdlbnRsYW5lLmJyaWRnZS52MS5HZXRWZXJzaW9uUmVxdWVzdBonLmFnZW50bGFuZS5icmlkZ2UudjEuR2V0VmVyc2lvblJlc3BvbnNlElcKCFNodXRkb3duEiQuYWdlbnRsYW5lLmJyaWRnZS52MS5TaHV0ZG93blJlcXVlc3QaJS5hZ2VudGxhbmUuYnJpZGdlLnYxLlNodXRkb3duUmVzcG9uc2UylgQKDEFnZW50U2VydmljZRJTCgZQcm9tcHQSIi5hZ2VudGxhbmUuYnJpZGdlLnYxLlByb21wdFJlcXVlc3QaIy5hZ2VudGxhbmUuYnJpZGdlLnYxLlByb21wdFJlc3BvbnNlMAESVAoHQXBwcm92ZRIjLmFnZW50bGFuZS5icmlkZ2UudjEuQXBwcm92ZVJlcXVlc3QaJC5hZ2VudGxhbmUuYnJpZGdlLnYxLkFwcHJvdmVSZXNwb25zZRJRCgZDYW5jZWwSIi5hZ2VudGxhbmUuYnJpZGdlLnYxLkNhbmNlbFJlcXVlc3QaIy5hZ2VudGxhbmUuYnJpZGdlLnYxLkNhbmNlbFJlc3BvbnNlEk4KBVJlc2V0EiEuYWdlbnRsYW5lLmJyaWRnZS52MS5SZXNldFJlcXVlc3QaIi5hZ2VudGxhbmUuYnJpZGdlLnYxLlJlc2V0UmVzcG9uc2USWgoJQ29uZmlndXJlEiUuYWdlbnRsYW5lLmJyaWRnZS52MS5Db25maWd1cmVSZXF1ZXN0GiYuYWdlbnRsYW5lLmJyaWRnZS52MS5Db25maWd1cmVSZXNwb25zZRJcCglTdWJzY3JpYmUSJS5hZ2VudGxhbmUuYnJpZGdlLnYxLlN1YnNjcmliZVJlcXVlc3QaJi5hZ2VudGxhbmUuYnJpZGdlLnYxLlN1YnNjcmliZVJlc3BvbnNlMAFiBnByb3RvMw");
+  fileDesc("CiBhZ2VudGxhbmUvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxITYWdlbnRsYW5lLmJyaWRnZS52MSKFAQoOUHJvbXB0UmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAQgYKBGl0ZW0iugEKEVN1YnNjcmliZVJlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudEgAEjgKDGludmFsaWRfbGluZRgCIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuSW52YWxpZExpbmVIABIwCgViYXRjaBgDIAEoCzIfLmFnZW50bGFuZS5icmlkZ2UudjEuRXZlbnRCYXRjaEgAQgYKBGl0ZW0iPgoKRXZlbnRCYXRjaBIwCgZldmVudHMYASADKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IjYKC0JyaWRnZUV2ZW50EgsKA3NlcRgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBGpzb24YAyABKAkiXAoLSW52YWxpZExpbmUSCwoDc2VxGAEgASgEEg8KB21lc3NhZ2UYAiABKAkSDgoGZmllbGRzGAMgAygJEhEKCWxpbmVfaGVhZBgEIAEoCRIMCgRjb2RlGAUgASgJIg0KC1BpbmdSZXF1ZXN0Ih8KDFBpbmdSZXNwb25zZRIPCgdtZXNzYWdlGAEgASgJIhMKEUdldFZlcnNpb25SZXF1ZXN0In0KEkdldFZlcnNpb25SZXNwb25zZRIWCg5icmlkZ2VfdmVyc2lvbhgBIAEoCRILCgNhcGkYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoCRISCgpyZWFkeV9qc29uGAQgASgJEhQKDGNhcGFiaWxpdGllcxgFIAMoCSIjCg9TaHV0ZG93blJlcXVlc3QSEAoIZ3JhY2VfbXMYASABKA0iVQoQU2h1dGRvd25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiHQoNUHJvbXB0UmVxdWVzdBIMCgR0ZXh0GAEgASgJIk0KDkFwcHJvdmVSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB2FsbG93ZWQYAiABKAgSEwoGcmVhc29uGAMgASgJSACIAQFCCQoHX3JlYXNvbiJFCg9BcHByb3ZlUmVzcG9uc2USMgoIcmVzb2x2ZWQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50Ig8KDUNhbmNlbFJlcXVlc3QiQQoOQ2FuY2VsUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50Ig4KDFJlc2V0UmVxdWVzdCJACg1SZXNldFJlc3BvbnNlEi8KBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCImChBDb25maWd1cmVSZXF1ZXN0EhIKCnBhdGNoX2pzb24YASABKAkiRAoRQ29uZmlndXJlUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IlEKEENvbmZpZ3VyZUZhaWx1cmUSDAoEY29kZRgBIAEoCRIvCgVldmVudBgCIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiIwoQU3Vic2NyaWJlUmVxdWVzdBIPCgdiYXRjaGVkGAEgASgIMpsCChRCcmlkZ2VDb250cm9sU2VydmljZRJLCgRQaW5nEiAuYWdlbnRsYW5lLmJyaWRnZS52MS5QaW5nUmVxdWVzdBohLmFnZW50bGFuZS5icmlkZ2UudjEuUGluZ1Jlc3BvbnNlEl0KCkdldFZlcnNpb24SJi5hZ2VudGxhbmUuYnJpZGdlLnYxLkdldFZlcnNpb25SZXF1ZXN0GicuYWdlbnRsYW5lLmJyaWRnZS52MS5HZXRWZXJzaW9uUmVzcG9uc2USVwoIU2h1dGRvd24SJC5hZ2VudGxhbmUuYnJpZGdlLnYxLlNodXRkb3duUmVxdWVzdBolLmFnZW50bGFuZS5icmlkZ2UudjEuU2h1dGRvd25SZXNwb25zZTKWBAoMQWdlbnRTZXJ2aWNlElMKBlByb21wdBIiLmFnZW50bGFuZS5icmlkZ2UudjEuUHJvbXB0UmVxdWVzdBojLmFnZW50bGFuZS5icmlkZ2UudjEuUHJvbXB0UmVzcG9uc2UwARJUCgdBcHByb3ZlEiMuYWdlbnRsYW5lLmJyaWRnZS52MS5BcHByb3ZlUmVxdWVzdBokLmFnZW50bGFuZS5icmlkZ2UudjEuQXBwcm92ZVJlc3BvbnNlElEKBkNhbmNlbBIiLmFnZW50bGFuZS5icmlkZ2UudjEuQ2FuY2VsUmVxdWVzdBojLmFnZW50bGFuZS5icmlkZ2UudjEuQ2FuY2VsUmVzcG9uc2USTgoFUmVzZXQSIS5hZ2VudGxhbmUuYnJpZGdlLnYxLlJlc2V0UmVxdWVzdBoiLmFnZW50bGFuZS5icmlkZ2UudjEuUmVzZXRSZXNwb25zZRJaCglDb25maWd1cmUSJS5hZ2VudGxhbmUuYnJpZGdlLnYxLkNvbmZpZ3VyZVJlcXVlc3QaJi5hZ2VudGxhbmUuYnJpZGdlLnYxLkNvbmZpZ3VyZVJlc3BvbnNlElwKCVN1YnNjcmliZRIlLmFnZW50bGFuZS5icmlkZ2UudjEuU3Vic2NyaWJlUmVxdWVzdBomLmFnZW50bGFuZS5icmlkZ2UudjEuU3Vic2NyaWJlUmVzcG9uc2UwAWIGcHJvdG8z");
 
 /**
  * Describes the message agentlane.bridge.v1.PromptResponse.
@@ -38,137 +38,144 @@ export const SubscribeResponseSchema = /*@__PURE__*/
   messageDesc(file_agentlane_bridge_v1_bridge, 1);
 
 /**
+ * Describes the message agentlane.bridge.v1.EventBatch.
+ * Use `create(EventBatchSchema)` to create a new message.
+ */
+export const EventBatchSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 2);
+
+/**
  * Describes the message agentlane.bridge.v1.BridgeEvent.
  * Use `create(BridgeEventSchema)` to create a new message.
  */
 export const BridgeEventSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 2);
+  messageDesc(file_agentlane_bridge_v1_bridge, 3);
 
 /**
  * Describes the message agentlane.bridge.v1.InvalidLine.
  * Use `create(InvalidLineSchema)` to create a new message.
  */
 export const InvalidLineSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 3);
+  messageDesc(file_agentlane_bridge_v1_bridge, 4);
 
 /**
  * Describes the message agentlane.bridge.v1.PingRequest.
  * Use `create(PingRequestSchema)` to create a new message.
  */
 export const PingRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 4);
+  messageDesc(file_agentlane_bridge_v1_bridge, 5);
 
 /**
  * Describes the message agentlane.bridge.v1.PingResponse.
  * Use `create(PingResponseSchema)` to create a new message.
  */
 export const PingResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 5);
+  messageDesc(file_agentlane_bridge_v1_bridge, 6);
 
 /**
  * Describes the message agentlane.bridge.v1.GetVersionRequest.
  * Use `create(GetVersionRequestSchema)` to create a new message.
  */
 export const GetVersionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 6);
+  messageDesc(file_agentlane_bridge_v1_bridge, 7);
 
 /**
  * Describes the message agentlane.bridge.v1.GetVersionResponse.
  * Use `create(GetVersionResponseSchema)` to create a new message.
  */
 export const GetVersionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 7);
+  messageDesc(file_agentlane_bridge_v1_bridge, 8);
 
 /**
  * Describes the message agentlane.bridge.v1.ShutdownRequest.
  * Use `create(ShutdownRequestSchema)` to create a new message.
  */
 export const ShutdownRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 8);
+  messageDesc(file_agentlane_bridge_v1_bridge, 9);
 
 /**
  * Describes the message agentlane.bridge.v1.ShutdownResponse.
  * Use `create(ShutdownResponseSchema)` to create a new message.
  */
 export const ShutdownResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 9);
+  messageDesc(file_agentlane_bridge_v1_bridge, 10);
 
 /**
  * Describes the message agentlane.bridge.v1.PromptRequest.
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 10);
+  messageDesc(file_agentlane_bridge_v1_bridge, 11);
 
 /**
  * Describes the message agentlane.bridge.v1.ApproveRequest.
  * Use `create(ApproveRequestSchema)` to create a new message.
  */
 export const ApproveRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 11);
+  messageDesc(file_agentlane_bridge_v1_bridge, 12);
 
 /**
  * Describes the message agentlane.bridge.v1.ApproveResponse.
  * Use `create(ApproveResponseSchema)` to create a new message.
  */
 export const ApproveResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 12);
+  messageDesc(file_agentlane_bridge_v1_bridge, 13);
 
 /**
  * Describes the message agentlane.bridge.v1.CancelRequest.
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 13);
+  messageDesc(file_agentlane_bridge_v1_bridge, 14);
 
 /**
  * Describes the message agentlane.bridge.v1.CancelResponse.
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 14);
+  messageDesc(file_agentlane_bridge_v1_bridge, 15);
 
 /**
  * Describes the message agentlane.bridge.v1.ResetRequest.
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 15);
+  messageDesc(file_agentlane_bridge_v1_bridge, 16);
 
 /**
  * Describes the message agentlane.bridge.v1.ResetResponse.
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 16);
+  messageDesc(file_agentlane_bridge_v1_bridge, 17);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureRequest.
  * Use `create(ConfigureRequestSchema)` to create a new message.
  */
 export const ConfigureRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 17);
+  messageDesc(file_agentlane_bridge_v1_bridge, 18);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureResponse.
  * Use `create(ConfigureResponseSchema)` to create a new message.
  */
 export const ConfigureResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 18);
+  messageDesc(file_agentlane_bridge_v1_bridge, 19);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureFailure.
  * Use `create(ConfigureFailureSchema)` to create a new message.
  */
 export const ConfigureFailureSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 19);
+  messageDesc(file_agentlane_bridge_v1_bridge, 20);
 
 /**
  * Describes the message agentlane.bridge.v1.SubscribeRequest.
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 20);
+  messageDesc(file_agentlane_bridge_v1_bridge, 21);
 
 /**
  * The bridge process itself.
