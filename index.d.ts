@@ -18,6 +18,20 @@ export declare function validateEventLine(line: string): number
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Frames and judges a stream's chunks on the calling thread. */
+export declare class LineDecoder {
+  /** `kind` is `"events"` (stdout: every line judged) or `"text"` (stderr). */
+  constructor(kind: 'events' | 'text', maxLineBytes: number)
+  /**
+   * Frames and judges a chunk: the parts of the lines it completed, or
+   * `null` when it completed none.
+   */
+  push(chunk: Buffer): { kinds: string, parts: string[], errors: (Error | null)[] | null } | null
+  /** Ends the stream: the parts of its unterminated fragment, if any. */
+  end(): { kinds: string, parts: string[], errors: (Error | null)[] | null } | null
+}
+export type JsLineDecoder = LineDecoder
+
 /** Reads one output stream of a backend off the JavaScript thread. */
 export declare class StreamReader {
   /**
@@ -58,10 +72,13 @@ export declare class StreamReader {
    */
   isWorking(): boolean
   /**
-   * Batches handed to JavaScript's queue and not delivered yet (at most
-   * two). A host that stops acknowledging waits for these to arrive.
+   * Pipe mode: stops reading once what the pipe holds now is read (up to
+   * a few MiB), then ends the stream without its unterminated fragment.
+   * For a backend that has exited while something else still holds its
+   * pipe open: everything the backend wrote is delivered, and the reader
+   * lets go.
    */
-  batchesInTransit(): number
+  cutOff(): void
   /** Bytes pushed but not read yet. */
   queuedBytes(): number
   /**

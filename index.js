@@ -835,6 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.LineDecoder = nativeBinding.LineDecoder
+module.exports.JsLineDecoder = nativeBinding.JsLineDecoder
 module.exports.StreamReader = nativeBinding.StreamReader
 module.exports.batchContract = nativeBinding.batchContract
 module.exports.commandFrameProblem = nativeBinding.commandFrameProblem

@@ -103,6 +103,32 @@ describe("BridgeDecodeError", () => {
   });
 });
 
+describe("drop-in details (issue \"Drop-in and pleasant\")", () => {
+  it.each([
+    ["decodeBridgeEventLine", decodeBridgeEventLine],
+    ["the text path", decodeViaText],
+    ["the parsed-value path", decodeViaValue],
+  ])("%s: a config event with an unknown key and an ok/error contradiction reports both, as the reference does", (_name, decode) => {
+    const error = decodeError(() => decode('{"protocol_version":"1.0","type":"config","ts":1,"ok":false,"config":null,"error":null,"extra":1}'));
+    expect(error.message).toBe("Invalid bridge event payload: event, error.");
+    expect(error.fields).toEqual(["event", "error"]);
+  });
+
+  it.each([
+    ["decodeBridgeEventLine", decodeBridgeEventLine],
+    ["the text path", decodeViaText],
+    ["the parsed-value path", decodeViaValue],
+  ])("%s: messages echo a value with an unpaired surrogate exactly as JavaScript would (escaped or raw)", (_name, decode) => {
+    const pad = decode === decodeViaValue ? `,"pad":"${"x".repeat(20_000)}"` : "";
+    expect(decodeError(() => decode(`{"protocol_version":"1.0","type":"a\\ud800b","ts":1${pad}}`)).message).toBe("Unknown bridge event type: a\ud800b.");
+    expect(decodeError(() => decode(`{"protocol_version":"\\udfff","type":"shutdown","ts":1${pad}}`)).message).toBe("Unsupported bridge protocol version: \udfff.");
+    // A raw lone surrogate in the JavaScript string.
+    expect(decodeError(() => decode(`{"protocol_version":"1.0","type":"x\ud800","ts":1${pad}}`)).message).toBe("Unknown bridge event type: x\ud800.");
+    // A genuine U+FFFD stays what it is.
+    expect(decodeError(() => decode(`{"protocol_version":"1.0","type":"\ufffd","ts":1${pad}}`)).message).toBe("Unknown bridge event type: \ufffd.");
+  });
+});
+
 describe("tryDecodeBridgeEventLine", () => {
   it("returns the event or null", () => {
     expect(tryDecodeBridgeEventLine(examples.valid[0].line)).toStrictEqual(JSON.parse(examples.valid[0].line));

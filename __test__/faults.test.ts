@@ -25,6 +25,7 @@ import {
   type BridgeChannel,
   type BridgeEvent,
   type SessionClose,
+  type BridgeProcessOptions,
 } from "../lib/index";
 import { repoRoot } from "./helpers";
 
@@ -53,7 +54,7 @@ function label(event: BridgeEvent): string {
 }
 
 /** Spawns a backend with a channel; every callback goes into one ordered log. */
-function start(mode: string, n?: number, graceMs = 1500) {
+function start(mode: string, n?: number, graceMs = 1500, spawnOptions: Partial<BridgeProcessOptions> = {}) {
   const log: string[] = [];
   const lines: string[] = [];
   const waiters: { match: (entry: string) => boolean; resolve: () => void }[] = [];
@@ -67,7 +68,7 @@ function start(mode: string, n?: number, graceMs = 1500) {
   let exited!: (value: { code: number | null; signal: string | null }) => void;
   const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) => (exited = resolve));
   let channel!: BridgeChannel;
-  const child = spawnBridgeProcess(faultBackend(mode, n), {
+  const child = spawnBridgeProcess({ ...faultBackend(mode, n), ...spawnOptions }, {
     onEvent: (event) => push(`event ${label(event)}`),
     onDecodeError: (error, line) => {
       lines.push(line);
@@ -293,32 +294,44 @@ describe.runIf(linux)("process faults: callbacks in the expected order", () => {
   });
 });
 
-describe.runIf(linux)("a buggy tool: a grandchild that inherited the backend's stdout and stderr", () => {
+describe.runIf(linux).each([
+  ["supervised (the default)", "auto" as const],
+  ["without the supervisor", false as const],
+])("a buggy tool: a grandchild that inherited the backend's stdout and stderr, %s", (_name, supervise) => {
   // Regression: onExit waited for end of file on both pipes (as the
   // reference's `close` event does), and a grandchild holding them kept it
-  // from coming, for ever for a daemon. Now the output gets `exitDrainMs`
-  // (1 s) of silence at most once the backend has exited.
+  // from coming, for ever for a daemon. Supervised, the grandchild is ended
+  // with the backend; without the supervisor (it left the backend's group),
+  // the readers let go `exitDrainMs` (1 s) after the backend's exit.
   const settle = <T>(promise: Promise<T>, ms: number) =>
     Promise.race([promise.then(() => "settled"), new Promise<string>((resolve) => setTimeout(() => resolve(`still pending ${ms} ms later`), ms))]);
+  const killIfAlive = (pid: number) => {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Already ended (supervised).
+    }
+  };
 
-  async function withGrandchild<T>(run: (b: ReturnType<typeof start>) => Promise<T>): Promise<T> {
-    const b = start("grandchild");
+  async function withGrandchild<T>(run: (b: ReturnType<typeof start>, grandchild: number) => Promise<T>): Promise<T> {
+    const b = start("grandchild", undefined, 1500, { supervise });
     await Promise.all([b.seen("event ready"), b.seen((entry) => entry.startsWith("stderr fault: grandchild "))]);
     const grandchild = Number(b.log.find((entry) => entry.startsWith("stderr fault: grandchild "))!.split(" ").at(-1));
     try {
-      return await run(b);
+      return await run(b, grandchild);
     } finally {
-      process.kill(grandchild, "SIGKILL");
+      killIfAlive(grandchild);
       await b.exit;
     }
   }
 
   it("onExit comes within 3 s of the backend's exit", async () => {
-    await withGrandchild(async (b) => {
+    await withGrandchild(async (b, grandchild) => {
       const backendExit = new Promise((resolve) => b.child.once("exit", resolve));
       b.channel.shutdown();
       await backendExit; // the backend itself is gone…
       expect(await settle(b.exit, 3000)).toBe("settled"); // …and onExit does not wait for the grandchild
+      if (supervise === "auto") expect(await gone(grandchild)).toBe(true);
     });
   });
 
@@ -327,7 +340,7 @@ describe.runIf(linux)("a buggy tool: a grandchild that inherited the backend's s
     let seen!: () => void;
     const started = new Promise<void>((resolve) => (seen = resolve));
     const session = await startSession({
-      backend: faultBackend("grandchild"),
+      backend: { ...faultBackend("grandchild"), supervise },
       onDiagnostic: (d) => {
         if (d.kind === "stderr" && d.line.startsWith("fault: grandchild ")) {
           grandchild = Number(d.line.split(" ").at(-1));
@@ -339,21 +352,22 @@ describe.runIf(linux)("a buggy tool: a grandchild that inherited the backend's s
     const closing = session.close();
     try {
       expect(await settle(closing, 3000)).toBe("settled");
+      if (supervise === "auto") expect(await gone(grandchild)).toBe(true);
     } finally {
-      process.kill(grandchild, "SIGKILL");
+      killIfAlive(grandchild);
       await closing;
     }
   });
 });
 
 describe.runIf(linux)("a grandchild holding the pipes does not keep the host alive", () => {
-  it("a host exits by itself after onExit, while the grandchild still runs", async () => {
+  /** A host whose backend starts a 30 s sleep that inherits its stdout and stderr (escaping its group), then exits. */
+  async function hostWithGrandchild(supervise: boolean) {
     const ready = JSON.stringify({ protocol_version: "1.0", type: "ready", ts: 1, version: "0", package: "x", metadata: {} });
-    // The backend starts a 30 s sleep that inherits stdout and stderr, reports its pid, and exits.
-    const backend = `echo '${ready}'; sleep 30 & echo "grandchild $!" >&2; exit 0`;
+    const backend = `echo '${ready}'; setsid sh -c 'echo "grandchild $$" >&2; exec sleep 30' & sleep 0.2; exit 0`;
     const script = `
       const { spawnBridgeProcess } = require(${JSON.stringify(join(repoRoot, "dist", "index.js"))});
-      spawnBridgeProcess({ command: "sh", args: ["-c", ${JSON.stringify(backend)}] }, {
+      spawnBridgeProcess({ command: "sh", args: ["-c", ${JSON.stringify(backend)}], supervise: ${supervise} }, {
         onEvent: (e) => console.log("event " + e.type),
         onStderr: (line) => console.log(line),
         onExit: (code, signal) => console.log("exit " + code + " " + signal),
@@ -362,16 +376,29 @@ describe.runIf(linux)("a grandchild holding the pipes does not keep the host ali
     let out = "";
     host.stdout!.on("data", (chunk) => (out += chunk));
     const code = await new Promise((resolve) => host.on("close", resolve));
-    const grandchild = Number(/grandchild (\d+)/.exec(out)?.[1]);
+    return { code, out, grandchild: Number(/grandchild (\d+)/.exec(out)?.[1]) };
+  }
+
+  it("a host exits by itself after onExit, while the grandchild still runs (without the supervisor)", async () => {
+    const { code, out, grandchild } = await hostWithGrandchild(false);
     try {
       expect(code).toBe(0);
       expect(out).toMatch(/^event ready\n/);
       expect(out.trim().split("\n").at(-1)).toBe("exit 0 null");
       // The host exited while the grandchild still holds the pipes.
-      expect(existsSync(`/proc/${grandchild}`)).toBe(true);
+      expect(alive(grandchild)).toBe(true);
     } finally {
       if (grandchild > 0) process.kill(grandchild, "SIGKILL");
     }
+  });
+
+  it("supervised, the grandchild that left the backend's group ends with the backend, and the host exits", async () => {
+    const { code, out, grandchild } = await hostWithGrandchild(true);
+    expect(code).toBe(0);
+    expect(out).toMatch(/^event ready\n/);
+    expect(out.trim().split("\n").at(-1)).toBe("exit 0 null");
+    expect(grandchild).toBeGreaterThan(0);
+    expect(await gone(grandchild)).toBe(true);
   });
 });
 

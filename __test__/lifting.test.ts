@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { spawnBridgeProcess, wireBridgeProcess, type BridgeEvent } from "../lib/index";
+import { spawnBridgeProcess, wireBridgeProcess, type BridgeEvent, type BridgeProcessCallbacks } from "../lib/index";
 
 /** The seeded PRNG (mulberry32) the hostile-input fixtures use too. */
 const { prng } = createRequire(__filename)("./fixtures/hostile-lines.js") as {
@@ -59,6 +59,20 @@ async function deliver(lines: string[]): Promise<{ events: BridgeEvent[]; errors
 }
 
 const big = (fill: string, size = BIG) => fill.repeat(Math.ceil(size / fill.length));
+
+/** Streams `text` through `cat` and spawnBridgeProcess (a real pipe, the reader thread); resolves at onExit. */
+async function catThrough(text: string, callbacks: Omit<BridgeProcessCallbacks, "onExit" | "onSpawnError">): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "bridge-lifting-"));
+  const file = join(dir, "lines.ndjson");
+  writeFileSync(file, text);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      spawnBridgeProcess({ command: "cat", args: [file] }, { ...callbacks, onExit: () => resolve(), onSpawnError: reject });
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 describe("large values lifted out of large events", () => {
   const cases: [string, string][] = [
@@ -147,7 +161,7 @@ describe("large values lifted out of large events", () => {
     expect(levels + 1).toBe(depth);
   });
 
-  it("lets the event loop turn while a large array is parsed, and keeps stream order", async () => {
+  it("lets the event loop turn while a large array is parsed, and keeps stream order (spawnBridgeProcess, a real pipe)", async () => {
     const shutdown = (ts: number) => `{"protocol_version":"1.0","type":"shutdown","ts":${ts}}`;
     const large = lineWith(JSON.stringify({ files: files(40_000) }));
     const lines = [shutdown(1), large, shutdown(2), large, ...Array.from({ length: 3000 }, (_, i) => shutdown(10 + i))];
@@ -159,14 +173,9 @@ describe("large values lifted out of large events", () => {
     };
     setImmediate(count);
     const turnsAt: number[] = [];
-    const stdout = new PassThrough();
     const events: BridgeEvent[] = [];
-    const wiring = wireBridgeProcess({ stdout, stderr: null }, { onEvent: (event) => (events.push(event), turnsAt.push(turns)) });
-    stdout.end(`${lines.join("\n")}\n`);
-    const deadline = Date.now() + 20_000;
-    while (events.length < lines.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    await catThrough(`${lines.join("\n")}\n`, { onEvent: (event) => (events.push(event), turnsAt.push(turns)) });
     counting = false;
-    wiring.dispose();
     expect(events.map(exact)).toEqual(lines.map((line) => exact(JSON.parse(line))));
     // Its array is cut into chunks of 256 KiB, one parsed per turn.
     const chunks = Math.floor(large.length / (256 * 1024));
@@ -188,23 +197,21 @@ describe("large values lifted out of large events", () => {
     expect(events.map((event) => event.type)).toEqual(["shutdown"]);
   });
 
-  it("rethrows a callback's exception after restoring, without losing the events after it", async () => {
-    const stdout = new PassThrough();
+  it("rethrows a callback's exception after restoring, without losing the events after it (spawnBridgeProcess)", async () => {
     const seen: string[] = [];
     const uncaught: unknown[] = [];
     const onUncaught = (error: unknown) => uncaught.push(error);
     process.prependListener("uncaughtException", onUncaught);
     const large = lineWith(JSON.stringify({ files: files(20_000) }));
     try {
-      wireBridgeProcess({ stdout, stderr: null }, {
+      await catThrough(`${large}\n{"protocol_version":"1.0","type":"shutdown","ts":2}\n`, {
         onEvent: (event) => {
           seen.push(event.type);
           if (event.type === "run_complete") throw new Error("handler failed");
         },
       });
-      stdout.end(`${large}\n{"protocol_version":"1.0","type":"shutdown","ts":2}\n`);
       const deadline = Date.now() + 10_000;
-      while ((seen.length < 2 || uncaught.length < 1) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+      while (uncaught.length < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
     } finally {
       process.off("uncaughtException", onUncaught);
     }

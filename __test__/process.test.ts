@@ -40,6 +40,8 @@ function recorder() {
     onInvalidLine: (line) => log.push(`invalidLine ${JSON.stringify(line)}`),
     onStderr: (line) => log.push(`stderr ${JSON.stringify(line)}`),
     onReadError: (error) => log.push(`readError ${error.message}`),
+    onStarted: () => {}, // which process runs is not part of these logs
+    onStdoutClosed: () => log.push("stdoutClosed"),
     onExit: (code, signal) => {
       log.push(`exit ${code} ${signal}`);
       exited({ code, signal });
@@ -63,6 +65,29 @@ function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Prom
 }
 
 describe("wireBridgeProcess over in-memory streams", () => {
+  it("delivers inside the write, as the reference does: when stdout.write(line) returns, that line's callbacks have run", async () => {
+    const r = recorder();
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    wireBridgeProcess({ stdout, stderr }, r.callbacks);
+    stdout.write(`${event(1)}\n`);
+    expect(r.log).toEqual(["event 1"]);
+    stdout.write("not json\n");
+    expect(r.log).toEqual(["event 1", 'decodeError "not json"', 'invalidLine "not json"']);
+    stderr.write("a warning\n");
+    expect(r.log.at(-1)).toBe('stderr "a warning"');
+    // A line split across writes is delivered by the write that ends it.
+    stdout.write(event(2).slice(0, 10));
+    expect(r.log).toHaveLength(4);
+    stdout.write(`${event(2).slice(10)}\n`);
+    expect(r.log.at(-1)).toBe("event 2");
+    // The end of the stream (its 'end' event) delivers the unterminated fragment.
+    stdout.end(event(3));
+    expect(r.log.at(-1)).toBe("event 2");
+    await new Promise((resolve) => stdout.once("end", resolve));
+    expect(r.log.at(-1)).toBe("event 3");
+  });
+
   it("delivers events and failures in stream order, onDecodeError before onInvalidLine", async () => {
     const stdout = new PassThrough();
     const stderr = new PassThrough();
@@ -123,24 +148,18 @@ describe("wireBridgeProcess over in-memory streams", () => {
     const stdout = new PassThrough();
     const stderr = new PassThrough();
     const seen: number[] = [];
-    const uncaught: unknown[] = [];
-    const onUncaught = (error: unknown) => uncaught.push(error);
-    process.prependListener("uncaughtException", onUncaught);
-    try {
-      wireBridgeProcess({ stdout, stderr }, {
-        onEvent: (e) => {
-          seen.push(e.ts);
-          if (e.ts === 2) throw new Error("handler failed");
-        },
-      });
-      stdout.end([1, 2, 3, 4].map((ts) => `${event(ts)}\n`).join(""));
-      stderr.end();
-      await until(() => seen.length === 4 && uncaught.length === 1, "all four events");
-    } finally {
-      process.off("uncaughtException", onUncaught);
-    }
+    wireBridgeProcess({ stdout, stderr }, {
+      onEvent: (e) => {
+        seen.push(e.ts);
+        if (e.ts === 2) throw new Error("handler failed");
+      },
+    });
+    // As in the reference, the callbacks run inside the write, and the
+    // exception comes out of it: after the chunk's other lines were delivered.
+    expect(() => stdout.write([1, 2, 3, 4].map((ts) => `${event(ts)}\n`).join(""))).toThrow("handler failed");
     expect(seen).toEqual([1, 2, 3, 4]);
-    expect((uncaught[0] as Error).message).toBe("handler failed");
+    stdout.end();
+    stderr.end();
   });
 });
 

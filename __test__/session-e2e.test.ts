@@ -151,4 +151,17 @@ describe("createAgentSession with the real backend", () => {
       expect((await session.run(`chat ${i}`)).status).toBe("completed");
     }
   });
+
+  it("reset() right after run(), 40 times: every reset resolves and the next run sees a fresh conversation (the reset race absorbed)", async () => {
+    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+    open.push(session);
+    for (let i = 0; i < 40; i++) {
+      const run = session.run("count");
+      await session.reset(); // before the fix, about 1 in 60 rejected: "Cannot reset while a primary run is active."
+      const ended = await run;
+      expect(["completed", "cancelled"]).toContain(ended.status);
+      const next = await session.run("count");
+      expect(next).toMatchObject({ status: "completed", finalOutput: "This conversation has 1 user message(s)." });
+    }
+  });
 });

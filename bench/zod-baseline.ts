@@ -59,7 +59,8 @@ const KNOWN_MODEL_KINDS: ReadonlySet<string> = new Set([
 
 /**
  * §7.3: a refinement runs only if the object it is attached to had no issue at
- * all (nested ones and unknown keys included).
+ * all (nested ones and unknown keys included), except the `config` event's,
+ * which unknown keys do not hold back (zod's default, which the reference has).
  *
  * zod 4.6.7 differs here: its `unrecognized_keys` issue is marked
  * `continue: true` ("never aborts"), so a default superRefine on a strictObject
@@ -400,7 +401,10 @@ const ConfigEvent = bridgeEvent("config", {
   } else if (event.error === null) {
     ctx.addIssue({ code: "custom", message: "ok: false requires an error.", path: ["error"] });
   }
-}, ONLY_WHEN_CLEAN);
+  // zod's own rule here, as in the reference: unknown keys (on the event or
+  // inside `error`) do not hold the settlement check back, so a config event
+  // with both reports `event, error`.
+});
 
 const RunStartEvent = bridgeEvent("run_start", {
   prompt: z.string(),

@@ -40,8 +40,34 @@ export function decodeBridgeEventLine(line: string): BridgeEvent {
 
 /** Validates the text in Rust, then parses it. */
 export function decodeViaText(text: string): BridgeEvent {
-  native.validateEventLine(text);
+  try {
+    native.validateEventLine(text);
+  } catch (error) {
+    throw withExactEcho(error, text);
+  }
   return JSON.parse(text) as BridgeEvent;
+}
+
+/**
+ * A decode error whose message echoes the line's `type` or
+ * `protocol_version` echoes it exactly as JavaScript sees it. The value
+ * crosses into Rust as UTF-8, where an unpaired surrogate has no form and
+ * becomes U+FFFD; only then (a message holding U+FFFD) is the line parsed
+ * again here, to take the value itself.
+ */
+export function withExactEcho(error: unknown, line: string): unknown {
+  if (!(error instanceof BridgeDecodeError) || !error.message.includes("\uFFFD")) return error;
+  const field = error.code === "unknown-type" ? "type" : error.code === "unsupported-version" ? "protocol_version" : undefined;
+  if (field === undefined) return error;
+  let echoed: unknown;
+  try {
+    echoed = (JSON.parse(line) as Record<string, unknown> | null)?.[field];
+  } catch {
+    return error;
+  }
+  if (typeof echoed !== "string") return error;
+  const message = field === "type" ? `Unknown bridge event type: ${echoed}.` : `Unsupported bridge protocol version: ${echoed}.`;
+  return new BridgeDecodeError(message, error.fields, { code: error.code });
 }
 
 /** Parses the text, then validates the parsed value in Rust. */
@@ -55,7 +81,11 @@ export function decodeViaValue(text: string): BridgeEvent {
     native.validateEventLine(text);
     throw new BridgeDecodeError("Invalid JSON bridge event: SyntaxError: the line is not valid JSON", [], { code: "invalid-json" });
   }
-  native.validateEventValue(value);
+  try {
+    native.validateEventValue(value);
+  } catch (error) {
+    throw withExactEcho(error, text);
+  }
   return value as BridgeEvent;
 }
 

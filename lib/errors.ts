@@ -6,6 +6,7 @@
  * an error that wraps another keeps it as `cause`. Session errors share the
  * base class {@link AgentSessionError}, so one `instanceof` catches them all.
  */
+import type { FlightRecord } from "./session/flight-recorder";
 import type { SessionClose } from "./session/types";
 import type { ConfigErrorCode } from "./protocol";
 
@@ -122,16 +123,41 @@ export type SessionStartErrorCode =
   | "exited-before-ready"
   /** No `ready` event within `readyTimeoutMs`. */
   | "ready-timeout"
-  /** The `ready` event's config failed the application's `decodeConfig`. */
-  | "bad-ready";
+  /** The `ready` event was invalid, or its config failed the application's `decodeConfig`. */
+  | "bad-ready"
+  /** The backend speaks another protocol major version. */
+  | "unsupported-protocol"
+  /** The backend wrote a line that is not a valid bridge event before `ready`. */
+  | "protocol-error";
+
+/** What a start failure carries besides its message. */
+export interface SessionStartDetails {
+  cause?: unknown;
+  /** The backend's exit code, when it exited (a failed spawn: minus the errno). */
+  exitCode?: number | null;
+  /** The signal that ended it, if one did. */
+  signal?: string | null;
+  /** Its last stderr lines (at most 20, each cut to 1 KiB). */
+  stderrTail?: string[];
+  /** Why it failed, in a sentence, when recognisable (uv or Python missing, an import error, …). */
+  likelyCause?: string;
+}
 
 /** Startup failed; `createAgentSession` rejects with it. */
 export class SessionStartError extends AgentSessionError {
   declare readonly code: SessionStartErrorCode;
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  readonly stderrTail: readonly string[];
+  readonly likelyCause: string | undefined;
 
-  constructor(message: string, code: SessionStartErrorCode = "exited-before-ready", options?: { cause?: unknown }) {
-    super(message, code, options);
+  constructor(message: string, code: SessionStartErrorCode = "exited-before-ready", details: SessionStartDetails = {}) {
+    super(message, code, details.cause === undefined ? undefined : { cause: details.cause });
     this.name = "SessionStartError";
+    this.exitCode = details.exitCode ?? null;
+    this.signal = details.signal ?? null;
+    this.stderrTail = Object.freeze([...(details.stderrTail ?? [])]);
+    this.likelyCause = details.likelyCause;
   }
 }
 
@@ -156,11 +182,14 @@ export class RunError extends AgentSessionError {
 export class SessionClosedError extends AgentSessionError {
   declare readonly code: "session-closed";
   readonly close: SessionClose;
+  /** The session's last lines when its flight recorder was on (`flightRecorder` option). */
+  readonly flightRecord: readonly FlightRecord[] | undefined;
 
-  constructor(close: SessionClose) {
+  constructor(close: SessionClose, flightRecord?: readonly FlightRecord[]) {
     super(`Agent session closed: ${close.reason}`, "session-closed", close.reason === "protocol-error" ? { cause: close.error } : undefined);
     this.name = "SessionClosedError";
     this.close = close;
+    this.flightRecord = flightRecord;
   }
 }
 
@@ -168,8 +197,10 @@ export class SessionClosedError extends AgentSessionError {
 export type SessionStateErrorCode =
   /** A run is already active. */
   | "run-active"
-  /** The prompt is blank, or the encoder refused it (`cause` holds why). */
-  | "invalid-prompt";
+  /** The prompt is not a string, is blank, or the encoder refused it (`cause` holds why). */
+  | "invalid-prompt"
+  /** The backend is not reading its stdin: the command was not sent (see `maxStdinBufferBytes`). */
+  | "stdin-full";
 
 /** Local misuse, detected before anything is sent. */
 export class SessionStateError extends AgentSessionError {

@@ -37,8 +37,10 @@ export {
 export {
   resolveBackendSpec,
   spawnBridgeProcess,
+  type BackendProcess,
   type BackendSpec,
   type BridgeProcessOptions,
+  type ContainmentMode,
   type PythonBackendSpec,
 } from "./process";
 export {
@@ -49,6 +51,8 @@ export {
   type BridgeScheduler,
 } from "./channel";
 export { createAgentSession } from "./session/index";
+export { checkBackend, type CheckOptions, type CheckReport } from "./check";
+export type { FlightRecord, FlightRecorderOptions } from "./session/flight-recorder";
 export {
   type AgentActivity,
   type AgentInfo,
@@ -59,6 +63,8 @@ export {
   type ApprovalRequest,
   type ApprovalResolution,
   type ConfigureErrorCode,
+  type OperationOptions,
+  type RunOptions,
   type PlanStepStatus,
   type PlanUpdate,
   type ReadyInfo,

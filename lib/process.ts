@@ -1,11 +1,17 @@
 /**
- * Spawning a backend (docs/protocol.md §9.2, §9.4) and making sure it does not
- * outlive the host.
+ * Spawning a backend (docs/protocol.md §9.2, §9.4) and making sure neither
+ * it nor anything it starts outlives the host (`spawn/containment.ts`).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { resolve as resolvePath } from "node:path";
+import type { Readable } from "node:stream";
 import { BridgeReadError } from "./errors";
+import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
+import { findSupervisor, parseReport, type SupervisorReport } from "./spawn/supervisor";
 import { createLineReader, type LineReader, type StreamFailure } from "./stream/line-reader";
-import { wireBridgeProcess, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
+import { wirePushed, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
+
+export type { BackendProcess, ContainmentMode };
 
 export interface BridgeProcessOptions extends LineReaderOptions {
   command: string;
@@ -16,18 +22,36 @@ export interface BridgeProcessOptions extends LineReaderOptions {
   env?: NodeJS.ProcessEnv;
   shell?: boolean;
   /**
-   * SIGKILL the child if the host process exits while it is still running
-   * (default `true`). The hook is removed once the child has exited.
+   * Kill the backend and everything it started if the host process exits
+   * while it is still running (default `true`). The hook is removed once the
+   * child has exited.
    */
   killOnHostExit?: boolean;
   /**
-   * After the child has exited, how long its output may stay silent before
-   * `onExit` comes anyway (default 1000 ms). A tool's background process that
-   * inherited the pipes can hold them open for ever; while output keeps
-   * arriving, `onExit` keeps waiting for it.
+   * After the child has exited, how long the readers may wait for end of
+   * file on its pipes (default 1000 ms). A tool's background process that
+   * inherited them can hold them open for ever: after this time, what the
+   * pipes hold is still read and delivered, and then the readers let go.
    */
   exitDrainMs?: number;
+  /**
+   * Run the backend under the native supervisor (`true`), without it
+   * (`false`), or under it where it is available (`"auto"`, the default:
+   * Linux and macOS). Supervised, no descendant survives the host, even a
+   * SIGKILLed host; `child.pid` is then the supervisor's pid (the backend's
+   * comes through `onStarted`). Without it, the backend has a process group
+   * of its own (Unix), which signals and the exit hook reach as a whole.
+   */
+  supervise?: boolean | "auto";
+  /**
+   * After SIGTERM, how long the backend's processes get before SIGKILL
+   * (default 500 ms).
+   */
+  termGraceMs?: number;
 }
+
+/** How long after stdout's end the backend has to exit before the end counts as closing it early. */
+const STDOUT_END_GRACE_MS = 1000;
 
 /** A Python AgentLane backend, run with `uv` in its project (§9.4). */
 export interface PythonBackendSpec {
@@ -50,36 +74,14 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
   if (typeof command === "string") return spec as BridgeProcessOptions;
   if (typeof app !== "string") throw new Error("Backend spec must include app or command.");
   const python = spec as PythonBackendSpec;
-  const projectDir = python.projectDir ?? process.cwd();
+  // Absolute: it is both the child's cwd and uv's --project, which uv would
+  // read relative to that cwd.
+  const projectDir = resolvePath(python.projectDir ?? process.cwd());
   return {
     command: "uv",
     args: ["run", "--project", projectDir, "python", "-m", "agentlane_process_bridge", "--app", app],
     cwd: projectDir,
     env: python.env ?? process.env,
-  };
-}
-
-// ---- no orphans -------------------------------------------------------------
-
-const liveChildren = new Set<ChildProcess>();
-
-function killLiveChildren(): void {
-  for (const child of liveChildren) {
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
-}
-
-/** Kills `child` if the host exits first; one shared `exit` listener for all children. */
-function guardAgainstOrphan(child: ChildProcess): () => void {
-  if (liveChildren.size === 0) process.on("exit", killLiveChildren);
-  liveChildren.add(child);
-  return () => {
-    if (!liveChildren.delete(child)) return;
-    if (liveChildren.size === 0) process.off("exit", killLiveChildren);
   };
 }
 
@@ -92,66 +94,45 @@ function guardAgainstOrphan(child: ChildProcess): () => void {
  * been read to their end, the readers are disposed and `onExit(code, signal)`
  * is called, once.
  *
+ * The backend and what it starts are contained (see `supervise`):
+ * `child.kill(signal)` reaches all of them, SIGTERM with a grace
+ * (`termGraceMs`) before SIGKILL, and what the backend leaves behind when it
+ * exits is ended too.
+ *
  * On Unix, stdout and stderr are OS pipes read by native threads, so the
  * returned child's `stdout` and `stderr` are `null`: Node's event loop never
  * touches that data. Use `stdin` through `createBridgeChannel`.
+ *
+ * Throws, leaving nothing behind, when the pipes cannot be made (e.g. out
+ * of file descriptors) or `spawn` itself throws.
  */
 export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks): ChildProcess {
+  const supervisor = supervisorFor(options);
+  const mode: ContainmentMode = supervisor !== null ? "supervised" : process.platform === "win32" ? "plain" : "grouped";
+  const termGraceMs = options.termGraceMs ?? 500;
+  const [command, args] = commandLine(options, supervisor, termGraceMs);
   const spawnOptions = {
     cwd: options.cwd,
     env: options.env ?? process.env,
-    shell: options.shell ?? false,
+    shell: mode === "supervised" ? false : (options.shell ?? false),
+    // A group of its own (Unix): signals and the exit hook reach it whole.
+    detached: mode !== "plain",
+    windowsHide: true,
   };
-  let stdoutDone = false;
-  let stderrDone = false;
-  let closed: { code: number | null; signal: string | null } | undefined;
-  let finished = false;
-  let releaseGuard = () => {};
-  const readers: LineReader[] = [];
-  let disposeWiring = () => {
-    for (const reader of readers) reader.dispose();
-  };
-
-  const finish = () => {
-    if (finished || !closed || !stdoutDone || !stderrDone) return;
-    finished = true;
-    clearTimeout(drainTimer);
-    disposeWiring();
-    callbacks.onExit?.(closed.code, closed.signal);
-  };
-
-  // Once the child has exited, its output gets `exitDrainMs` of silence at
-  // most: a grandchild holding the pipes must not delay onExit for ever.
-  let drainTimer: ReturnType<typeof setTimeout> | undefined;
-  const armDrain = () => {
-    if (!closed || finished) return;
-    clearTimeout(drainTimer);
-    drainTimer = setTimeout(() => {
-      // Output still being read, judged or delivered is not silence.
-      if (readers.some((reader) => reader.busy())) return armDrain();
-      stdoutDone = true;
-      stderrDone = true;
-      finish();
-    }, options.exitDrainMs ?? 1000);
-  };
+  const exit = new ExitTracker(options, callbacks);
 
   let child: ChildProcess;
   if (process.platform !== "win32") {
-    const streamEnded = (which: "stdout" | "stderr") => (failure: StreamFailure) => {
-      if (failure !== null) callbacks.onReadError?.(new BridgeReadError(which, failure));
-      if (which === "stdout") stdoutDone = true;
-      else stderrDone = true;
-      finish();
-    };
-    const stdout = createLineReader("events", callbacks, options, streamEnded("stdout"), armDrain);
-    const stderr = createLineReader("text", callbacks, options, streamEnded("stderr"), armDrain);
-    readers.push(stdout, stderr);
-    const stdoutFd = stdout.reader.openPipe();
-    const stderrFd = stderr.reader.openPipe();
+    const stdout = createLineReader("events", callbacks, options, exit.streamEnded("stdout"));
+    const stderr = createLineReader("text", callbacks, options, exit.streamEnded("stderr"));
+    exit.readers.push(stdout, stderr);
     try {
-      child = spawn(options.command, options.args ?? [], { ...spawnOptions, stdio: ["pipe", stdoutFd, stderrFd] });
+      const stdoutFd = stdout.reader.openPipe();
+      const stderrFd = stderr.reader.openPipe();
+      const control = mode === "supervised" ? "pipe" : "ignore";
+      child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", stdoutFd, stderrFd, control] });
     } catch (error) {
-      disposeWiring();
+      exit.dispose();
       throw error;
     } finally {
       // The child has its copies now; ours must go for end of file to come.
@@ -159,26 +140,181 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
       stderr.reader.closePipeWriter();
     }
   } else {
-    child = spawn(options.command, options.args ?? [], { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] });
-    const wiring = wireBridgeProcess(child, callbacks, options);
-    disposeWiring = () => wiring.dispose();
-    // Node's own streams end before `close`.
-    stdoutDone = true;
-    stderrDone = true;
+    child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] });
+    exit.useWiring(wirePushed(child, callbacks, options));
   }
 
-  if (options.killOnHostExit ?? true) {
-    releaseGuard = guardAgainstOrphan(child);
-    child.once("exit", () => releaseGuard());
-  }
-  child.on("error", (error) => {
-    callbacks.onSpawnError?.(error);
+  const containment = new Containment(child, mode);
+  child.kill = (signal) => containment.signal(signal);
+  exit.watch(child);
+  // When the supervisor could not start the backend, the exit is reported
+  // as Node reports a failed spawn: the negative errno.
+  let failedErrno: number | undefined;
+  if (mode === "supervised") readControl(child, options, containment, callbacks, (errno) => (failedErrno = errno));
+  else if (child.pid !== undefined) callbacks.onStarted?.(containment.info);
+
+  const releaseGuard = options.killOnHostExit ?? true ? guardAgainstOrphan(containment) : () => {};
+  child.on("error", (error) => callbacks.onSpawnError?.(error));
+  child.once("exit", () => {
+    if (mode === "grouped") containment.endLeftovers(termGraceMs, releaseGuard);
+    else releaseGuard();
   });
-  child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
-    releaseGuard();
-    closed = { code, signal };
-    finish();
-    armDrain();
-  });
+  child.once("close", (code: number | null, signal: NodeJS.Signals | null) =>
+    exit.closed(failedErrno !== undefined ? -failedErrno : code, signal),
+  );
   return child;
+}
+
+/** The supervisor to use, or `null` (see `BridgeProcessOptions.supervise`). */
+function supervisorFor(options: BridgeProcessOptions): string | null {
+  const wanted = options.supervise ?? "auto";
+  if (wanted === false) return null;
+  const path = findSupervisor();
+  if (path === null && wanted === true) {
+    throw new Error("The native supervisor is not available on this platform (supervise: true).");
+  }
+  return path;
+}
+
+/** The command and arguments to spawn: the backend's, under the supervisor if there is one. */
+function commandLine(options: BridgeProcessOptions, supervisor: string | null, termGraceMs: number): [string, string[]] {
+  const args = options.args ?? [];
+  if (supervisor === null) return [options.command, args];
+  // As Node's own `shell: true` does on Unix.
+  const backend = options.shell ? ["/bin/sh", "-c", [options.command, ...args].join(" ")] : [options.command, ...args];
+  return [supervisor, ["--term-grace-ms", String(Math.max(0, Math.round(termGraceMs))), "--", ...backend]];
+}
+
+/**
+ * Reads the supervisor's control socket: the backend's pid once it runs, or
+ * why it could not start (reported as the spawn error Node would give).
+ * The socket does not keep the host alive.
+ */
+function readControl(
+  child: ChildProcess,
+  options: BridgeProcessOptions,
+  containment: Containment,
+  callbacks: BridgeProcessCallbacks,
+  failed: (errno: number) => void,
+): void {
+  const socket = child.stdio[3] as (Readable & { unref?: () => void }) | null;
+  if (!socket) return;
+  socket.unref?.();
+  socket.setEncoding("utf8");
+  let buffered = "";
+  socket.on("data", (chunk: string) => {
+    buffered += chunk;
+    for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+      const report = parseReport(buffered.slice(0, end));
+      buffered = buffered.slice(end + 1);
+      if (report?.kind === "started") {
+        containment.backendPid = report.pid;
+        callbacks.onStarted?.(containment.info);
+      } else if (report?.kind === "failed") {
+        failed(report.errno);
+        child.emit("error", spawnError(options, report));
+      }
+    }
+  });
+  socket.on("error", () => {});
+}
+
+/** The error Node's `spawn` gives when a command cannot be started. */
+function spawnError(options: BridgeProcessOptions, report: Extract<SupervisorReport, { kind: "failed" }>): NodeJS.ErrnoException {
+  const error: NodeJS.ErrnoException & { spawnargs?: string[] } = new Error(`spawn ${options.command} ${report.code}`);
+  error.errno = -report.errno;
+  error.code = report.code;
+  error.syscall = `spawn ${options.command}`;
+  error.path = options.command;
+  error.spawnargs = options.args ?? [];
+  return error;
+}
+
+/**
+ * When `onExit` comes: once the child has closed and both streams have been
+ * read to their end, or, when something else holds the pipes open, once
+ * `exitDrainMs` after the close what the pipes held has been delivered.
+ * Also notices stdout ending while the backend keeps running.
+ */
+class ExitTracker {
+  readonly readers: LineReader[] = [];
+  private stdoutDone = false;
+  private stderrDone = false;
+  private exit: { code: number | null; signal: string | null } | undefined;
+  private finished = false;
+  private drainTimer: ReturnType<typeof setTimeout> | undefined;
+  private stdoutEndTimer: ReturnType<typeof setTimeout> | undefined;
+  private disposeWiring = () => {
+    for (const reader of this.readers) reader.dispose();
+  };
+  private child: ChildProcess | undefined;
+
+  constructor(
+    private readonly options: BridgeProcessOptions,
+    private readonly callbacks: BridgeProcessCallbacks,
+  ) {}
+
+  /** Windows: Node's own streams, which end before `close`. */
+  useWiring(wiring: { dispose(): void }): void {
+    this.disposeWiring = () => wiring.dispose();
+    this.stdoutDone = true;
+    this.stderrDone = true;
+  }
+
+  /** The child whose exit is awaited. */
+  watch(child: ChildProcess): void {
+    this.child = child;
+  }
+
+  streamEnded(which: "stdout" | "stderr"): (failure: StreamFailure) => void {
+    return (failure) => {
+      if (failure !== null) this.callbacks.onReadError?.(new BridgeReadError(which, failure));
+      if (which === "stdout") {
+        this.stdoutDone = true;
+        this.watchStdoutEnd();
+      } else {
+        this.stderrDone = true;
+      }
+      this.finish();
+    };
+  }
+
+  /**
+   * Stdout ended: if the backend has not exited shortly after, it closed
+   * its stdout while running, and no event can come any more.
+   */
+  private watchStdoutEnd(): void {
+    const child = this.child;
+    if (!child || this.exit || child.exitCode !== null || child.signalCode !== null) return;
+    this.stdoutEndTimer = setTimeout(() => {
+      if (!this.exit && child.exitCode === null && child.signalCode === null) this.callbacks.onStdoutClosed?.();
+    }, STDOUT_END_GRACE_MS);
+    this.stdoutEndTimer.unref();
+  }
+
+  closed(code: number | null, signal: string | null): void {
+    this.exit = { code, signal };
+    clearTimeout(this.stdoutEndTimer);
+    this.finish();
+    if (this.finished) return;
+    // Something still holds the pipes open: after exitDrainMs, take what
+    // they hold and let go.
+    this.drainTimer = setTimeout(() => {
+      for (const reader of this.readers) reader.cutOff();
+    }, this.options.exitDrainMs ?? 1000);
+  }
+
+  private finish(): void {
+    if (this.finished || !this.exit || !this.stdoutDone || !this.stderrDone) return;
+    this.finished = true;
+    clearTimeout(this.drainTimer);
+    this.disposeWiring();
+    this.callbacks.onExit?.(this.exit.code, this.exit.signal);
+  }
+
+  /** Spawning failed: nothing is left behind. */
+  dispose(): void {
+    this.finished = true;
+    this.disposeWiring();
+  }
 }

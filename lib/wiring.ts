@@ -1,11 +1,22 @@
 /**
- * Process wiring (docs/protocol.md §9.2): stdout and stderr of a backend, framed
- * and (for stdout) validated off the JavaScript thread by the native
- * reader, delivered to callbacks in stream order.
+ * Process wiring (docs/protocol.md §9.2): stdout and stderr of a backend,
+ * framed and (for stdout) validated natively, delivered to callbacks in
+ * stream order.
+ *
+ * `wireBridgeProcess` works inside each chunk's `data` handling, as the
+ * reference does: one native call frames and judges the chunk, and its
+ * lines' callbacks have run when the stream's `write` returns (an exception
+ * thrown by `onEvent` propagates out of it, after the chunk's other lines
+ * were delivered). `spawnBridgeProcess` reads OS pipes off the JavaScript
+ * thread instead (`stream/line-reader.ts`); where it cannot (Windows), it
+ * pushes Node's chunks to a native reader thread (`wirePushed`).
  */
 import type { Readable } from "node:stream";
 import type { BridgeDecodeError, BridgeReadError } from "./errors";
 import type { BridgeEvent } from "./protocol";
+import type { BackendProcess } from "./spawn/containment";
+import { native } from "./native";
+import { deliverEventBatch, deliverTextBatch } from "./stream/batch";
 import { DEFAULT_MAX_LINE_BYTES } from "./stream/contract";
 import { createLineReader } from "./stream/line-reader";
 
@@ -22,6 +33,10 @@ export interface BridgeProcessCallbacks {
   onReadError?: (error: BridgeReadError) => void;
   /** Once, after the child closed and the line readers were disposed (spawn only). */
   onExit?: (code: number | null, signal: string | null) => void;
+  /** The backend runs: its pid and process group (spawn only; supervised, once the supervisor reports it). */
+  onStarted?: (process: BackendProcess) => void;
+  /** Stdout ended while the backend kept running: no event can come any more (spawn only). */
+  onStdoutClosed?: () => void;
   /** The OS could not spawn or manage the child (spawn only). */
   onSpawnError?: (error: Error) => void;
 }
@@ -94,18 +109,47 @@ export interface BridgeWiring {
 }
 
 /**
- * Wires the stdout and stderr of anything stream-like (a child process, or
- * in-memory streams in tests) to the callbacks. `onExit` and `onSpawnError`
- * are not used here (see `spawnBridgeProcess`).
+ * Frames and judges each chunk of `stream` in its `data` handling and
+ * delivers the lines it completed before returning (see the module's notes);
+ * the end of the stream delivers its unterminated fragment.
  */
-export function wireBridgeProcess(
+function wireInline(stream: Readable, kind: "events" | "text", callbacks: BridgeProcessCallbacks, options: LineReaderOptions): () => void {
+  const decoder = new native.LineDecoder(kind, options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES);
+  let ended = false;
+  const deliver = (decoded: { kinds: string; parts: string[]; errors: (Error | null)[] | null } | null) => {
+    if (decoded === null) return;
+    if (kind === "events") deliverEventBatch(callbacks, decoded.kinds, decoded.parts, decoded.errors, () => ended, () => {});
+    else deliverTextBatch(callbacks.onStderr, decoded.parts);
+  };
+  const onData = (chunk: Buffer | string) => {
+    if (!ended) deliver(decoder.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk));
+  };
+  const onEnd = () => {
+    if (ended) return;
+    deliver(decoder.end());
+    ended = true;
+  };
+  stream.on("data", onData);
+  stream.once("end", onEnd);
+  stream.once("error", onEnd);
+  stream.once("close", onEnd);
+  return () => {
+    ended = true;
+    stream.off("data", onData);
+    stream.off("end", onEnd);
+    stream.off("error", onEnd);
+    stream.off("close", onEnd);
+  };
+}
+
+/** Wires both streams of `readable` with `wire`; the result disposes both once. */
+function wireBoth(
   readable: { stdout: Readable | null; stderr: Readable | null },
-  callbacks: BridgeProcessCallbacks,
-  options: LineReaderOptions = {},
+  wire: (stream: Readable, kind: "events" | "text") => () => void,
 ): BridgeWiring {
   const detach: (() => void)[] = [];
-  if (readable.stdout) detach.push(wireStream(readable.stdout, "events", callbacks, options));
-  if (readable.stderr) detach.push(wireStream(readable.stderr, "text", callbacks, options));
+  if (readable.stdout) detach.push(wire(readable.stdout, "events"));
+  if (readable.stderr) detach.push(wire(readable.stderr, "text"));
   let disposed = false;
   return {
     dispose() {
@@ -114,4 +158,27 @@ export function wireBridgeProcess(
       for (const off of detach) off();
     },
   };
+}
+
+/**
+ * Wires the stdout and stderr of anything stream-like (a child process, or
+ * in-memory streams in tests) to the callbacks, inside each chunk's `data`
+ * handling. `onExit` and `onSpawnError` are not used here (see
+ * `spawnBridgeProcess`).
+ */
+export function wireBridgeProcess(
+  readable: { stdout: Readable | null; stderr: Readable | null },
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions = {},
+): BridgeWiring {
+  return wireBoth(readable, (stream, kind) => wireInline(stream, kind, callbacks, options));
+}
+
+/** Like `wireBridgeProcess`, with the chunks judged on a native reader thread (spawnBridgeProcess on Windows). */
+export function wirePushed(
+  readable: { stdout: Readable | null; stderr: Readable | null },
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions = {},
+): BridgeWiring {
+  return wireBoth(readable, (stream, kind) => wireStream(stream, kind, callbacks, options));
 }

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Create <repo>/.venv (Python 3.12) with agentlane==0.22.0, the real backend
-# used by examples/backend and the end-to-end tests.
+# used by examples/backend and the end-to-end tests, and uv (from PyPI) in it;
+# then sync the uv projects the tests run through `uv run` (the default
+# launcher of an { app, projectDir } backend): examples/backend and
+# tests/e2e/uv-project, each with its own .venv made by uv.
 #
 # Idempotent: does nothing when .venv already imports agentlane_process_bridge
-# with agentlane 0.22.0 installed. Python 3.12 is looked up in this order:
+# with agentlane 0.22.0 installed and has uv 0.13.9 (then the uv syncs take
+# a moment each). Python 3.12 is looked up in this order:
 #   1. $PYTHON312 (path to an interpreter)
 #   2. $(pyenv root)/versions/3.12*/bin/python3.12 (highest 3.12.x)
 #   3. python3.12 on PATH
@@ -11,6 +15,7 @@
 set -euo pipefail
 
 AGENTLANE_VERSION="0.22.0"
+UV_VERSION="0.13.9"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
 venv_python="$venv/bin/python"
@@ -23,7 +28,8 @@ is_py312() {
   [ -n "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1
 }
 
-# True if the venv has the bridge module and exactly the pinned agentlane.
+# True if the venv has the bridge module, exactly the pinned agentlane, and
+# the pinned uv.
 venv_ready() {
   is_py312 "$venv_python" && "$venv_python" - "$AGENTLANE_VERSION" >/dev/null 2>&1 <<'PY'
 import sys
@@ -31,6 +37,16 @@ from importlib.metadata import version
 import agentlane_process_bridge  # noqa: F401
 sys.exit(version("agentlane") != sys.argv[1])
 PY
+  [ "$("$venv/bin/uv" --version 2>/dev/null | cut -d' ' -f1-2)" = "uv $UV_VERSION" ]
+}
+
+# Syncs the uv projects with the interpreter of .venv (uv must not fetch one).
+sync_uv_projects() {
+  local project
+  for project in examples/backend tests/e2e/uv-project; do
+    UV_PYTHON="$venv_python" UV_PYTHON_DOWNLOADS=never "$venv/bin/uv" sync --quiet --project "$repo/$project" \
+      || die "uv sync of $project failed."
+  done
 }
 
 find_py312() {
@@ -62,7 +78,8 @@ find_py312() {
 }
 
 if venv_ready; then
-  say "ok, $venv_python (agentlane $AGENTLANE_VERSION, already set up)"
+  sync_uv_projects
+  say "ok, $venv_python (agentlane $AGENTLANE_VERSION, uv $UV_VERSION, already set up)"
   exit 0
 fi
 
@@ -74,6 +91,7 @@ elif [ ! -e "$venv" ]; then
   "$base_python" -m venv "$venv"
 fi
 
-"$venv_python" -m pip install -q "agentlane==$AGENTLANE_VERSION"
-venv_ready || die "agentlane $AGENTLANE_VERSION installed into $venv but 'import agentlane_process_bridge' still fails."
-say "ok, $venv_python (agentlane $AGENTLANE_VERSION, from $base_python)"
+"$venv_python" -m pip install -q "agentlane==$AGENTLANE_VERSION" "uv==$UV_VERSION"
+venv_ready || die "agentlane $AGENTLANE_VERSION and uv $UV_VERSION installed into $venv but the check still fails."
+sync_uv_projects
+say "ok, $venv_python (agentlane $AGENTLANE_VERSION, uv $UV_VERSION, from $base_python)"

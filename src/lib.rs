@@ -15,6 +15,7 @@
 
 #![deny(clippy::all)]
 
+mod decoder;
 mod external;
 #[cfg(unix)]
 mod pipe;

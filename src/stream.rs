@@ -53,7 +53,7 @@ type BatchCallback = ThreadsafeFunction<Prepared, (), BatchArgs, Status, false, 
 pub struct Prepared(BatchArgs);
 
 /// The texts of a batch's parts, becoming a JavaScript array of strings.
-pub struct Parts(Vec<LineText>);
+pub struct Parts(pub(crate) Vec<LineText>);
 
 impl ToNapiValue for Parts {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
@@ -74,7 +74,7 @@ impl ToNapiValue for Parts {
 
 /// A core decode error that becomes a `BridgeDecodeError` instance when it
 /// reaches JavaScript.
-pub struct DecodeErrorValue(DecodeError);
+pub struct DecodeErrorValue(pub(crate) DecodeError);
 
 impl ToNapiValue for DecodeErrorValue {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
@@ -128,7 +128,7 @@ impl Turn {
 struct Shared {
     turn: Turn,
     #[cfg(unix)]
-    waker: Mutex<Option<crate::pipe::Waker>>,
+    pipe: Mutex<Option<Arc<crate::pipe::PipeControl>>>,
 }
 
 impl crate::teardown::Stop for Shared {
@@ -137,13 +137,8 @@ impl crate::teardown::Stop for Shared {
     fn stop(&self) {
         self.turn.give(true);
         #[cfg(unix)]
-        if let Some(waker) = self
-            .waker
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            waker.wake();
+        if let Some(pipe) = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            pipe.stop();
         }
     }
 }
@@ -290,23 +285,7 @@ impl StreamReader {
         max_line_bytes: f64,
         on_batch: Function<BatchArgs, ()>,
     ) -> Result<Self> {
-        let kind = match kind.as_str() {
-            "events" => StreamKind::Events,
-            "text" => StreamKind::Text,
-            other => {
-                return Err(Error::new(
-                    Status::InvalidArg,
-                    format!("Unknown stream kind: {other}"),
-                ))
-            }
-        };
-        // Also refuses NaN.
-        if max_line_bytes.is_nan() || max_line_bytes < 1.0 {
-            return Err(Error::new(
-                Status::InvalidArg,
-                "maxLineBytes must be at least 1",
-            ));
-        }
+        let (kind, max_line_bytes) = reader_settings(&kind, max_line_bytes)?;
         let activity = Arc::new(Activity::default());
         let received = activity.clone();
         let callback = on_batch
@@ -319,13 +298,13 @@ impl StreamReader {
         let shared = Arc::new(Shared {
             turn: Turn::new(),
             #[cfg(unix)]
-            waker: Mutex::new(None),
+            pipe: Mutex::new(None),
         });
         let stoppable: Arc<dyn crate::teardown::Stop> = shared.clone();
         crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
         Ok(StreamReader {
             options: ReaderOptions {
-                max_line_bytes: max_line_bytes as usize,
+                max_line_bytes,
                 lift: Some(LiftLimits::default()),
                 ..ReaderOptions::new(kind)
             },
@@ -389,8 +368,8 @@ impl StreamReader {
         {
             use std::os::fd::AsRawFd;
             let (reader, writer) = std::io::pipe()?;
-            let (reader, waker) = crate::pipe::WakeablePipe::new(reader)?;
-            *self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+            let (reader, control) = crate::pipe::WakeablePipe::new(reader)?;
+            *self.shared.pipe.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
             self.start(reader)?;
             let fd = writer.as_raw_fd();
             self.pipe_writer = Some(writer);
@@ -445,11 +424,23 @@ impl StreamReader {
         self.started && self.activity.working()
     }
 
-    /// Batches handed to JavaScript's queue and not delivered yet (at most
-    /// two). A host that stops acknowledging waits for these to arrive.
-    #[napi]
-    pub fn batches_in_transit(&self) -> u32 {
-        self.activity.in_transit.load(Ordering::Acquire) as u32
+    /// Pipe mode: stops reading once what the pipe holds now is read (up to
+    /// a few MiB), then ends the stream without its unterminated fragment.
+    /// For a backend that has exited while something else still holds its
+    /// pipe open: everything the backend wrote is delivered, and the reader
+    /// lets go.
+    #[napi(catch_unwind)]
+    pub fn cut_off(&self) {
+        #[cfg(unix)]
+        if let Some(pipe) = self
+            .shared
+            .pipe
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            pipe.cut();
+        }
     }
 
     /// Bytes pushed but not read yet.
@@ -489,6 +480,28 @@ impl StreamReader {
         self.pipe_writer = None;
         Ok(())
     }
+}
+
+/// The stream kind and the line limit a JavaScript caller gave, checked.
+pub(crate) fn reader_settings(kind: &str, max_line_bytes: f64) -> Result<(StreamKind, usize)> {
+    let kind = match kind {
+        "events" => StreamKind::Events,
+        "text" => StreamKind::Text,
+        other => {
+            return Err(Error::new(
+                Status::InvalidArg,
+                format!("Unknown stream kind: {other}"),
+            ))
+        }
+    };
+    // Also refuses NaN.
+    if max_line_bytes.is_nan() || max_line_bytes < 1.0 {
+        return Err(Error::new(
+            Status::InvalidArg,
+            "maxLineBytes must be at least 1",
+        ));
+    }
+    Ok((kind, max_line_bytes as usize))
 }
 
 /// Makes a batch ready for JavaScript, on the reader thread: the core

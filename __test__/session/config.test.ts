@@ -154,3 +154,49 @@ describe("configure() and the config cache (§9.5.4)", () => {
 });
 
 //
+
+describe("configure() refuses what JSON cannot carry (regression: it sent a copy that had changed)", () => {
+  it("non-plain patches and values JSON cannot carry reject with ConfigureError('invalid'), naming the place; nothing is sent", async () => {
+    const l = await h.launch();
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    const cases: [unknown, string][] = [
+      ["ab", "Configure patch must be a plain JSON object, not a string."],
+      [[1, 2], "Configure patch must be a plain JSON object, not an array."],
+      [new Map([["model", "x"]]), "Configure patch must be a plain JSON object, not a Map."],
+      [null, "Configure patch must be a plain JSON object, not null."],
+      [{ nested: { value: undefined } }, "Configure patch value at nested.value is not JSON: undefined."],
+      [{ ratio: Number.NaN }, "Configure patch value at ratio is not JSON: NaN."],
+      [{ limits: [1, Infinity] }, "Configure patch value at limits.1 is not JSON: Infinity."],
+      [{ callback: () => 1 }, "Configure patch value at callback is not JSON: a function."],
+      [{ when: new Date(0) }, "Configure patch value at when is not JSON: a Date."],
+      [cyclic, "Configure patch value at self is not JSON: a circular reference."],
+    ];
+    for (const [patch, message] of cases) {
+      const error = await observe(l.session.configure(patch as never)).error();
+      expect(error, message).toBeInstanceOf(ConfigureError);
+      expect([(error as ConfigureError).code, (error as ConfigureError).message]).toEqual(["invalid", message]);
+    }
+    await barrier(l);
+  });
+
+  it("a patch whose getter or Proxy trap throws rejects (configure() never throws); the getter is read once", async () => {
+    const l = await h.launch();
+    const getter = { get model(): string {
+      throw new Error("getter exploded");
+    } };
+    let configure!: Promise<unknown>;
+    expect(() => (configure = l.session.configure(getter))).not.toThrow();
+    const error = await observe(configure).error();
+    expect([(error as ConfigureError).code, (error as ConfigureError).message]).toEqual(["invalid", "getter exploded"]);
+    const trap = new Proxy({}, { ownKeys: () => { throw new Error("trap exploded"); } });
+    expect(((await observe(l.session.configure(trap)).error()) as Error).message).toBe("trap exploded");
+    let reads = 0;
+    const counted = { get model() { reads += 1; return `gpt-${reads}`; } };
+    const done = observe(l.session.configure(counted));
+    const sent = await l.fake.expect("configure");
+    expect([sent.patch, reads]).toEqual([{ model: "gpt-1" }, 1]);
+    l.fake.emit(ev.configOk({ model: "gpt-1" }));
+    await done.value();
+  });
+});

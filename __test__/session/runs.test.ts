@@ -13,11 +13,18 @@ vi.mock("../../lib/process", async (importOriginal) => {
 });
 
 import { BridgeCommandError, BridgeDecodeError, createAgentSession, RunError, SessionClosedError, SessionStateError } from "../../lib/index";
-import { ev, flushMicrotasks, Harness, observe, STUBBORN, within } from "./harness";
+import { ev, flushMicrotasks, Harness, observe, STUBBORN, within, type Launched } from "./harness";
 import { x, startRun, barrier, closeCatchingOrphanRejections, expectClosedError } from "./common";
 
 const h = new Harness(createAgentSession);
 afterEach(() => h.cleanup());
+
+/** A run that has just completed: a prompt sent now can meet the §12 race. */
+async function justEnded(l: Launched): Promise<void> {
+  const run = await startRun(l, "first");
+  l.fake.emit(ev.runComplete("done"));
+  await run.value();
+}
 
 describe("run() (§9.5.4 operation settlement)", () => {
   it("sends the prompt as given (untrimmed) and resolves with the completed result", async () => {
@@ -88,6 +95,7 @@ describe("run() (§9.5.4 operation settlement)", () => {
 
   it("(deliberate) a prompt refused with 'A run is already active.' is resent, and the run then succeeds", async () => {
     const l = await h.launch();
+    await justEnded(l);
     const run = observe(l.session.run("again"));
     await l.fake.expect("prompt");
     l.fake.emit(ev.commandError("A run is already active."));
@@ -101,6 +109,7 @@ describe("run() (§9.5.4 operation settlement)", () => {
 
   it("(deliberate) after 5 resends, a sixth refusal rejects the run with RunError('A run is already active.')", async () => {
     const l = await h.launch();
+    await justEnded(l);
     const run = observe(l.session.run("again"));
     for (let attempt = 1; attempt <= 6; attempt++) {
       await l.fake.expect("prompt");
@@ -116,6 +125,7 @@ describe("run() (§9.5.4 operation settlement)", () => {
   it("regression (deliberate retry): cancel() while a refused prompt waits to be resent settles, and the prompt is not resent", async () => {
     // The fake answers every cancel as the backend would here (it has no run of ours).
     const l = await h.launch({ on: { cancel: [{ emit: [ev.cancelIgnored("no active run")] }] } });
+    await justEnded(l);
     const run = observe(l.session.run("again"));
     await l.fake.expect("prompt");
     l.fake.emit(ev.commandError("A run is already active."));
@@ -380,6 +390,70 @@ describe("run errors carry a stable code", () => {
     expect(unencodable.code).toBe("invalid-prompt");
     expect(unencodable.cause).toBeInstanceOf(BridgeCommandError);
     expect((unencodable.cause as BridgeCommandError).code).toBe("unpaired-surrogate");
+    await barrier(l);
+  });
+});
+
+describe("the §12 prompt race, exactly (issue \"Drop-in and pleasant\")", () => {
+  it("a refusal that cannot be the race (no run ended just before) rejects at once with RunError, as the reference does", async () => {
+    const l = await h.launch();
+    const run = observe(l.session.run("again"));
+    await l.fake.expect("prompt");
+    l.fake.emit(ev.commandError("A run is already active."));
+    const error = await run.error();
+    expect(error).toBeInstanceOf(RunError);
+    expect([(error as RunError).message, (error as RunError).code]).toEqual(["A run is already active.", "command-refused"]);
+    await barrier(l); // not resent
+  });
+
+  it("raced, with a reset sent after the prompt: not resent (that would reorder them); the run ends cancelled and the reset resolves", async () => {
+    const l = await h.launch();
+    await justEnded(l);
+    const run = observe(l.session.run("again"));
+    const reset = observe(l.session.reset());
+    await l.fake.expect("prompt");
+    await l.fake.expect("reset");
+    l.fake.emit(ev.commandError("A run is already active."));
+    expect(await run.value()).toEqual({ status: "cancelled" });
+    l.fake.emit(ev.reset());
+    await reset.value();
+    await barrier(l); // no prompt after the reset
+  });
+});
+
+describe("the reset race (issue \"Hangs, leaks and wrong results\", item 10)", () => {
+  const refusal = "Command failed: Cannot reset while a primary run is active.";
+
+  it("a reset refused just after its cancel ended the run is sent again, and resolves", async () => {
+    const l = await h.launch();
+    const run = await startRun(l);
+    const reset = observe(l.session.reset());
+    await l.fake.expect("reset");
+    l.fake.emit(ev.runCancelled(), ev.commandError(refusal));
+    expect(await run.value()).toEqual({ status: "cancelled" });
+    await l.fake.expect("reset");
+    expect(reset.state.status).toBe("pending");
+    l.fake.emit(ev.reset());
+    await reset.value();
+    expect(l.rec.diagnostics()).toEqual([]);
+  });
+
+  it("the same refusal without a run that just ended, or with another command sent since, rejects as before", async () => {
+    const l = await h.launch();
+    const reset = observe(l.session.reset());
+    await l.fake.expect("reset");
+    l.fake.emit(ev.commandError(refusal));
+    expect(((await reset.error()) as RunError).message).toBe(refusal);
+
+    const run = await startRun(l);
+    const second = observe(l.session.reset());
+    await l.fake.expect("reset");
+    const configure = observe(l.session.configure({ model: "m" }));
+    await l.fake.expect("configure");
+    l.fake.emit(ev.runCancelled(), ev.commandError(refusal), ev.configOk({ model: "m" }));
+    await run.value();
+    expect(((await second.error()) as RunError).message).toBe(refusal);
+    await configure.value();
     await barrier(l);
   });
 });

@@ -25,7 +25,7 @@ describe("startup and ready gating (§9.5.4 1-6)", () => {
     expect(l.session.ready).toEqual({ version: "1.2.3", package: "pkg", metadata: {} });
     expect(l.session.config).toBeUndefined();
     expect(l.rec.eventTypes()).toEqual(["ready"]);
-    expect(Object.keys(l.session).sort()).toEqual(["cancel", "close", "config", "configure", "ready", "reset", "run"]);
+    expect(Object.keys(l.session).sort()).toEqual(["bufferedInputBytes", "cancel", "close", "config", "configure", "process", "ready", "reset", "run"]);
   });
 
   it("ready.config is decoded and cached without onConfigChanged; metadata is kept", async () => {
@@ -185,5 +185,38 @@ describe("start failures carry a stable code", () => {
     expect(bad.code).toBe("bad-ready");
     expect(bad.cause).toBeInstanceOf(BridgeDecodeError);
     expect((bad.cause as BridgeDecodeError).code).toBe("invalid-config-document");
+  });
+});
+
+describe("every async API rejects, never throws, and says what was wrong", () => {
+  it("createAgentSession with an unusable spec or options rejects with SessionStartError", async () => {
+    const cases: [unknown, Partial<Parameters<typeof createAgentSession>[0]>, string, string][] = [
+      [null, {}, "invalid-spec", "A backend spec is required: { app, projectDir } or { command, args }."],
+      ["python3", {}, "invalid-spec", "The backend spec must be an object, not a string."],
+      [{ command: "" }, {}, "invalid-spec", "The backend spec's command must be a non-empty string."],
+      [{ command: "sh", args: "-c true" }, {}, "invalid-spec", "The backend spec's args must be an array of strings."],
+      [{ command: "sh", env: { BAD: "a\u0000b" } }, {}, "spawn-failed", ""],
+      [{ command: "sh", maxLineBytes: 0 }, {}, "spawn-failed", "maxLineBytes must be at least 1"],
+    ];
+    for (const [backend, options, code, message] of cases) {
+      let pending!: Promise<unknown>;
+      expect(() => (pending = createAgentSession({ backend: backend as never, ...options }))).not.toThrow();
+      const error = (await observe(pending).error()) as SessionStartError;
+      expect(error, JSON.stringify(backend)).toBeInstanceOf(SessionStartError);
+      expect(error.code).toBe(code);
+      if (message) expect(error.message).toBe(message);
+    }
+  });
+
+  it("run() with a prompt that is not a string says so", async () => {
+    const l = await h.launch();
+    for (const [prompt, message] of [
+      [new String("hi"), "The prompt must be a string, not a String object."],
+      [42, "The prompt must be a string, not a number."],
+      [undefined, "The prompt must be a string, not undefined."],
+    ] as const) {
+      const error = await observe(l.session.run(prompt as never)).error();
+      expect((error as Error).message).toBe(message);
+    }
   });
 });

@@ -51,12 +51,14 @@ describe("TextSegmenter: immediate delivery", () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
-  it("an empty delta opens a segment but delivers nothing until it is closed", () => {
+  it("an empty delta is ignored: it opens no segment, and closing delivers nothing (docs/protocol.md §9.5.4, corrected)", () => {
     const { text, out } = segmenter("immediate");
     text.append("assistant", "");
     expect(out).toEqual([]);
     text.close();
-    expect(out).toEqual([{ stream: "assistant", delta: "", text: "", segment: 1, done: true }]);
+    expect(out).toEqual([]);
+    text.append("assistant", "a");
+    expect(out).toEqual([{ stream: "assistant", delta: "a", text: "a", segment: 1, done: false }]);
   });
 });
 
@@ -141,15 +143,15 @@ describe("TextSegmenter: coalesced delivery", () => {
     text.close();
   });
 
-  it("an empty delta opens a segment without a timer and without delivering", () => {
+  it("an empty delta opens no segment and sets no timer; the next stream's segment is the first", () => {
     const { text, out } = segmenter();
     text.append("assistant", "");
     expect(out).toEqual([]);
     expect(vi.getTimerCount()).toBe(0);
     text.append("reasoning", "think");
-    expect(out).toEqual([{ stream: "assistant", delta: "", text: "", segment: 1, done: true }]);
+    expect(out).toEqual([]);
     text.close();
-    expect(out[1]).toEqual({ stream: "reasoning", delta: "think", text: "think", segment: 2, done: true });
+    expect(out).toEqual([{ stream: "reasoning", delta: "think", text: "think", segment: 1, done: true }]);
   });
 });
 

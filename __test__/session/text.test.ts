@@ -20,7 +20,7 @@ const h = new Harness(createAgentSession);
 afterEach(() => h.cleanup());
 
 describe("text segmentation through the session (§9.5.4)", () => {
-  it("deltas, empty deltas and tool start/end closing segments (immediate)", async () => {
+  it("deltas, empty deltas (ignored: no segment, no chunk) and tool start/end closing segments (immediate)", async () => {
     const l = await h.launch();
     const run = await startRun(l);
     l.fake.emit(
@@ -37,7 +37,6 @@ describe("text segmentation through the session (§9.5.4)", () => {
       { delta: "Saving", text: "Saving", segment: 1, done: false },
       { delta: ".", text: "Saving.", segment: 1, done: false },
       { delta: "", text: "Saving.", segment: 1, done: true },
-      { delta: "", text: "", segment: 2, done: true },
     ]);
     expectOneDonePerSegment(l.rec);
   });
@@ -260,3 +259,16 @@ describe("text segmentation through the session (§9.5.4)", () => {
 });
 
 //
+
+describe("regressions", () => {
+  it("a stray run_complete with no active run makes no text", async () => {
+    const l = await h.launch();
+    l.fake.emit(ev.runComplete("ghost output"));
+    await l.rec.waitEvent("run_complete");
+    expect(l.rec.chunks()).toEqual([]);
+    const run = await startRun(l);
+    l.fake.emit(ev.text("real"), ev.runComplete("real"));
+    await run.value();
+    expect(l.rec.chunks().map((c) => c.text)).toEqual(["real", "real"]);
+  });
+});

@@ -13,7 +13,7 @@ import { approvalRecord } from "./records";
 export type SentCommand =
   | { kind: "prompt" }
   | { kind: "cancel"; op: Deferred<void> }
-  | { kind: "reset"; op: Deferred<void> }
+  | { kind: "reset"; op: Deferred<void>; sentAt: number; retries: number }
   | { kind: "configure"; op: Deferred<unknown> }
   | { kind: "approve"; id: string }
   | { kind: "shutdown" };
@@ -74,6 +74,16 @@ export class CommandQueue {
       if (this.sent[i].kind === "approve") this.sent.splice(i, 1);
     }
     return entry as Extract<SentCommand, { kind: K }>;
+  }
+
+  /** Whether a command of `kind` is waiting. */
+  has(kind: SentCommand["kind"]): boolean {
+    return this.sent.some((p) => p.kind === kind);
+  }
+
+  /** How many commands wait for an answer. */
+  get size(): number {
+    return this.sent.length;
   }
 
   /** A command-scoped error belongs to the oldest command still waiting (§8.11). */

@@ -2,8 +2,8 @@
  * The runtime config document (docs/protocol.md §8.6, §9.5.4): decoding it with
  * the application's `decodeConfig`, and what a `config` event settles.
  */
-import { BridgeDecodeError } from "../errors";
-import type { ConfigErrorPayload, ConfigEvent, JsonObject } from "../protocol";
+import { BridgeDecodeError, ConfigureError } from "../errors";
+import type { ConfigErrorPayload, ConfigEvent, JsonObject, JsonValue } from "../protocol";
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; error: BridgeDecodeError };
 
@@ -45,4 +45,70 @@ export function settlementOf(event: ConfigEvent): ConfigSettlement {
 /** A config event with no configure waiting for it. */
 export function unexpectedConfigEvent(): BridgeDecodeError {
   return new BridgeDecodeError("Unexpected config event without pending configure.", ["type"], { code: "unexpected-event" });
+}
+
+/**
+ * A configure patch as the JSON it will be sent as: a plain object whose
+ * values, at every depth, are JSON (plain objects and arrays, strings,
+ * finite numbers, booleans, null). Anything JSON cannot carry is refused
+ * with its path instead of vanishing or changing in `JSON.stringify`
+ * (`undefined`, `NaN`, functions, `Map`s, `Date`s, class instances, cycles).
+ * Returns a copy, so that what was checked is what is sent.
+ */
+export function jsonPatch(patch: unknown): JsonObject {
+  if (!isPlainObject(patch)) {
+    throw new ConfigureError("invalid", `Configure patch must be a plain JSON object, not ${describe(patch)}.`);
+  }
+  return copyJson(patch, [], new Set()) as JsonObject;
+}
+
+function copyJson(value: unknown, path: (string | number)[], open: Set<object>): JsonValue {
+  if (value === null || typeof value === "string" || typeof value === "boolean") return value;
+  if (typeof value === "number") {
+    if (Number.isFinite(value)) return value;
+    throw notJson(path, String(value));
+  }
+  if (typeof value !== "object") throw notJson(path, describe(value));
+  if (open.has(value)) throw notJson(path, "a circular reference");
+  open.add(value);
+  try {
+    if (Array.isArray(value)) {
+      if (Object.getPrototypeOf(value) !== Array.prototype) throw notJson(path, describe(value));
+      return value.map((element, index) => copyJson(element, [...path, index], open));
+    }
+    if (!isPlainObject(value)) throw notJson(path, describe(value));
+    const copy: JsonObject = {};
+    // Each member is read once (a getter runs once): the copy is what is sent.
+    for (const [key, member] of Object.entries(value)) {
+      // JSON.stringify would leave an undefined member out: refused instead.
+      if (member === undefined) {
+        if (path.length === 0) throw new ConfigureError("invalid", `Configure patch value must not be undefined: ${key}.`);
+        throw notJson([...path, key], "undefined");
+      }
+      copy[key] = copyJson(member, [...path, key], open);
+    }
+    return copy;
+  } finally {
+    open.delete(value);
+  }
+}
+
+function notJson(path: (string | number)[], what: string): ConfigureError {
+  return new ConfigureError("invalid", `Configure patch value at ${path.join(".")} is not JSON: ${what}.`);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return name && name !== "Object" ? `a ${name}` : "an object";
+  }
+  return typeof value === "undefined" ? "undefined" : `a ${typeof value}`;
 }

@@ -11,7 +11,7 @@
  * (segmentation) and `notify` (guarded callbacks, diagnostics).
  */
 import type { ChildProcess } from "node:child_process";
-import { createBridgeChannel, type BridgeChannel } from "../channel";
+import { createBridgeChannel, type BridgeChannel, type SendOutcome } from "../channel";
 import {
   BridgeDecodeError,
   ConfigureError,
@@ -23,23 +23,27 @@ import {
   type SessionStartErrorCode,
 } from "../errors";
 import { isNativeEvent } from "../codec";
-import { resolveBackendSpec, spawnBridgeProcess } from "../process";
+import { resolveBackendSpec, spawnBridgeProcess, type BackendProcess } from "../process";
 import type { BridgeCommand, BridgeEvent, ConfigEvent, JsonObject, NativeRunEvent } from "../protocol";
 import { Approvals } from "./approvals";
+import { likelyCause, StderrTail } from "./diagnose";
+import { FlightRecorder } from "./flight-recorder";
 import { CommandQueue, type SentCommand } from "./commands";
-import { decodeConfigDocument, settlementOf, unexpectedConfigEvent } from "./config";
+import { decodeConfigDocument, jsonPatch, settlementOf, unexpectedConfigEvent } from "./config";
 import { deferred, type Deferred } from "./deferred";
 import { Lifecycle } from "./lifecycle";
 import { Notifier } from "./notify";
 import { agentInfo, approvalRecord, planUpdate, toolCallInfo } from "./records";
-import { Runs, type ActiveRun } from "./runs";
+import { abortable, RACE_RETRIES, RACE_RETRY_MS, RESET_WHILE_ACTIVE, RUN_ALREADY_ACTIVE, RunWatch, Runs, type ActiveRun } from "./runs";
 import { TextSegmenter } from "./text";
 import type {
   AgentActivity,
   AgentInfo,
   AgentSession,
   AgentSessionOptions,
+  OperationOptions,
   ReadyInfo,
+  RunOptions,
   RunResult,
   SessionClose,
   ToolActivity,
@@ -68,13 +72,26 @@ class SessionController<TConfig, TConfigPatch> {
   private readonly commands = new CommandQueue();
   private readonly runs = new Runs();
   private resetWaiters: Deferred<void>[] = [];
+  /** The timers watching the active run (timeout, idle watchdog). */
+  private runWatch: RunWatch | undefined;
   private readonly tools = new Map<string, ToolCallInfo>();
   private readonly agents = new Map<string, AgentInfo>();
+  /** The backend's processes, once spawned. */
+  private processInfo: BackendProcess | undefined;
+  /** The command spawned, for start diagnoses. */
+  private command = "";
+  private readonly stderrTail = new StderrTail();
+  /** The flight recorder, when the application asked for one. */
+  private readonly recorder: FlightRecorder | undefined;
+  /** Why startup will fail when the exit comes (a bad line before `ready`). */
+  private startFailure: { message: string; code: SessionStartErrorCode; cause: unknown } | undefined;
   private readonly notify: Notifier;
   private readonly text: TextSegmenter;
   private readonly approvals: Approvals;
 
   constructor(private readonly options: AgentSessionOptions<TConfig, TConfigPatch>) {
+    const recording = options.flightRecorder;
+    this.recorder = recording ? new FlightRecorder(recording === true ? {} : recording) : undefined;
     this.notify = new Notifier(options.onDiagnostic);
     this.text = new TextSegmenter(options.textDelivery ?? "coalesced", (stream, chunk) =>
       this.notify.guard(stream === "assistant" ? "onAssistantText" : "onReasoningText", () =>
@@ -83,7 +100,7 @@ class SessionController<TConfig, TConfigPatch> {
     );
     this.approvals = new Approvals({
       policy: options.approvals,
-      send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command),
+      send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command) === "sent",
       closed: () => this.lifecycle.closed !== undefined,
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
       resolved: (resolution) => this.notify.guard("onApprovalResolved", () => options.onApprovalResolved?.(resolution)),
@@ -95,20 +112,43 @@ class SessionController<TConfig, TConfigPatch> {
   start(): Promise<AgentSession<TConfig, TConfigPatch>> {
     let spec;
     try {
-      spec = resolveBackendSpec(this.options.backend);
+      spec = { termGraceMs: this.termGraceMs, ...resolveBackendSpec(checkedBackend(this.options.backend)) };
     } catch (error) {
       return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
     }
-    this.child = spawnBridgeProcess(spec, {
-      onEvent: (event) => this.onEvent(event),
-      onDecodeError: (error, line) => this.protocolFailure(error, line),
-      onStderr: (line) => this.notify.diagnostic({ kind: "stderr", line }),
-      onReadError: (error) => this.onReadError(error),
-      onSpawnError: (error) => this.onSpawnError(error),
-      onExit: (code, signal) => this.onExit(code, signal),
-    });
+    this.command = spec.command;
+    try {
+      this.child = spawnBridgeProcess(spec, {
+        onEvent: (event) => {
+          this.recorder?.record("stdout", JSON.stringify(event));
+          this.onEvent(event);
+        },
+        onDecodeError: (error, line) => {
+          this.recorder?.record("stdout", line);
+          this.protocolFailure(error, line);
+        },
+        onStderr: (line) => {
+          this.recorder?.record("stderr", line);
+          this.stderrTail.push(line);
+          this.notify.diagnostic({ kind: "stderr", line });
+        },
+        onReadError: (error) => this.onReadError(error),
+        onStarted: (info) => (this.processInfo = info),
+        onStdoutClosed: () => this.onStdoutClosed(),
+        onSpawnError: (error) => this.onSpawnError(error),
+        onExit: (code, signal) => this.onExit(code, signal),
+      });
+    } catch (error) {
+      // Nothing was started (invalid options, or no file descriptors left).
+      const message = error instanceof Error ? error.message : String(error);
+      const spawnError = error as NodeJS.ErrnoException;
+      const cause = likelyCause({ code: "spawn-failed", command: spec.command, spawnError, exitCode: null, stderrTail: [] });
+      return Promise.reject(new SessionStartError(message, "spawn-failed", { cause: error, likelyCause: cause }));
+    }
     this.channel = createBridgeChannel(this.child, {
       graceMs: this.options.shutdownGraceMs ?? 1500,
+      termGraceMs: this.termGraceMs,
+      maxBufferedBytes: this.options.maxStdinBufferBytes,
       onSendError: (message) => {
         this.notify.diagnostic({ kind: "send-failed", message });
         this.teardown({ reason: "exit", code: null, signal: null });
@@ -122,12 +162,27 @@ class SessionController<TConfig, TConfigPatch> {
     return this.startup.promise;
   }
 
-  private failStartup(message: string, code: SessionStartErrorCode, how: { kill: boolean; cause?: unknown }): void {
+  /** After SIGTERM, how long the backend's processes get before SIGKILL. */
+  private get termGraceMs(): number {
+    return this.options.termGraceMs ?? 500;
+  }
+
+  private failStartup(
+    message: string,
+    code: SessionStartErrorCode,
+    how: { kill: boolean; cause?: unknown; exitCode?: number | null; signal?: string | null },
+  ): void {
     if (!this.lifecycle.startPending) return;
     this.lifecycle.phase = { name: "start-failed" };
     clearTimeout(this.readyTimer);
     if (how.kill) this.kill();
-    this.startup.reject(new SessionStartError(message, code, how.cause === undefined ? undefined : { cause: how.cause }));
+    const stderrTail = this.stderrTail.lines();
+    const exitCode = how.exitCode ?? null;
+    const spawnError = code === "spawn-failed" ? (how.cause as NodeJS.ErrnoException) : undefined;
+    const cause = likelyCause({ code, command: this.command, spawnError, exitCode, stderrTail });
+    this.startup.reject(
+      new SessionStartError(message, code, { cause: how.cause, exitCode, signal: how.signal ?? null, stderrTail, likelyCause: cause }),
+    );
   }
 
   private onSpawnError(error: Error): void {
@@ -137,11 +192,15 @@ class SessionController<TConfig, TConfigPatch> {
 
   private onExit(code: number | null, signal: string | null): void {
     if (!this.readyInfo) {
-      this.failStartup("Backend exited before ready event.", "exited-before-ready", { kill: false });
+      const failure = this.startFailure ?? { message: "Backend exited before ready event.", code: "exited-before-ready" as const, cause: undefined };
+      this.failStartup(failure.message, failure.code, { kill: false, cause: failure.cause, exitCode: code, signal });
       this.teardown({ reason: "exit", code, signal });
       return;
     }
-    this.teardown({ reason: this.lifecycle.exitReason(), code, signal });
+    const reason = this.lifecycle.exitReason();
+    const abnormal = reason === "exit" && (code !== 0 || signal !== null);
+    const stderrTail = abnormal ? this.stderrTail.lines() : [];
+    this.teardown(stderrTail.length > 0 ? { reason, code, signal, stderrTail } : { reason, code, signal });
   }
 
   private kill(): void {
@@ -183,6 +242,7 @@ class SessionController<TConfig, TConfigPatch> {
     }
     this.notify.guard("onEvent", () => this.options.onEvent?.(event));
     if (this.lifecycle.closed) return;
+    this.runWatch?.sawEvent();
     if (event.type === "config") {
       this.settleConfigure(event);
       return;
@@ -200,7 +260,8 @@ class SessionController<TConfig, TConfigPatch> {
       case "run_event":
         return this.onRecord(event.event);
       case "run_complete":
-        if (typeof event.final_output === "string") this.text.complete(event.final_output);
+        // No text for a run that does not exist (a stray terminal event).
+        if (typeof event.final_output === "string" && this.runs.active) this.text.complete(event.final_output);
         this.terminalSweep();
         this.runs.finish({ status: "completed", finalOutput: event.final_output, turnCount: event.turn_count, responseCount: event.response_count });
         return;
@@ -244,6 +305,12 @@ class SessionController<TConfig, TConfigPatch> {
       case "shutdown":
         return this.notify.diagnostic({ kind: "command-rejected", message });
       case "prompt":
+        if (message === RUN_ALREADY_ACTIVE && this.runs.active?.raceable && (this.commands.has("cancel") || this.commands.has("reset"))) {
+          // The race refused it, and a cancel or reset was sent after it:
+          // resending would reorder them. The run never started.
+          this.runs.cancelUnstarted();
+          return;
+        }
         if (!this.runs.refused(message, (run) => this.resend(run))) {
           this.notify.diagnostic({ kind: "command-rejected", message });
         }
@@ -253,6 +320,7 @@ class SessionController<TConfig, TConfigPatch> {
         entry.op.reject(new RunError(message, "command-refused"));
         return;
       case "reset":
+        if (this.resetRace(entry, message)) return;
         this.removeResetWaiter(entry.op);
         entry.op.reject(new RunError(message, "command-refused"));
         return;
@@ -260,6 +328,25 @@ class SessionController<TConfig, TConfigPatch> {
         entry.op.reject(new ConfigureError("unsupported", message));
         return;
     }
+  }
+
+  /**
+   * The reset race: a reset whose own cancel has just ended the run can be
+   * refused because the agent frees its run lock a moment later. When
+   * nothing else was sent since, the reset is sent again shortly (up to
+   * five times) instead of failing with the conversation not reset.
+   */
+  private resetRace(entry: Extract<SentCommand, { kind: "reset" }>, message: string): boolean {
+    const endedSince = this.runs.lastTerminalAt !== undefined && this.runs.lastTerminalAt >= entry.sentAt;
+    if (message !== RESET_WHILE_ACTIVE || !endedSince || entry.retries >= RACE_RETRIES || this.commands.size > 0) return false;
+    if (!this.resetWaiters.includes(entry.op)) return false;
+    const retries = entry.retries + 1;
+    const timer = setTimeout(() => {
+      if (this.lifecycle.closed || !this.resetWaiters.includes(entry.op)) return;
+      this.sendReset(entry.op, retries);
+    }, RACE_RETRY_MS * retries);
+    timer.unref?.();
+    return true;
   }
 
   private removeResetWaiter(op: Deferred<void>): void {
@@ -376,9 +463,15 @@ class SessionController<TConfig, TConfigPatch> {
   /** A decode error or a session protocol failure: close and SIGKILL (§7.4). */
   private protocolFailure(error: BridgeDecodeError, line: string): void {
     if (!this.lifecycle.listening) return;
-    this.notify.diagnostic({ kind: "protocol", error, line });
+    if (this.options.strayStdout === "tolerate" && STRAY.has(error.code)) {
+      this.notify.diagnostic({ kind: "stray-line", head: line.slice(0, STRAY_HEAD_CHARS), error });
+      return;
+    }
+    const flightRecord = this.recorder?.snapshot();
+    this.notify.diagnostic(flightRecord ? { kind: "protocol", error, line, flightRecord } : { kind: "protocol", error, line });
     if (!this.readyInfo) {
       // Startup fails when the exit is seen.
+      this.startFailure = startFailureOf(error, line);
       this.lifecycle.phase = { name: "start-failing" };
       this.kill();
       return;
@@ -401,6 +494,23 @@ class SessionController<TConfig, TConfigPatch> {
     this.kill();
   }
 
+  /**
+   * Stdout ended while the backend kept running: no event can come any
+   * more, so a run would wait for ever. Fatal, as the reference's stream end
+   * would be (unless the backend is shutting down anyway).
+   */
+  private onStdoutClosed(): void {
+    if (!this.lifecycle.listening || this.lifecycle.exitReason() === "shutdown") return;
+    this.notify.diagnostic({ kind: "stdout-closed", message: "The backend closed its stdout but kept running; no event can come any more." });
+    if (!this.readyInfo) {
+      this.lifecycle.phase = { name: "start-failing" };
+      this.kill();
+      return;
+    }
+    this.teardown({ reason: "exit", code: null, signal: null });
+    this.kill();
+  }
+
   /** Runs once, whatever the cause (§9.5.4 teardown). */
   private teardown(close: SessionClose): void {
     if (this.lifecycle.closed) return;
@@ -412,7 +522,7 @@ class SessionController<TConfig, TConfigPatch> {
     clearTimeout(this.readyTimer);
     this.terminalSweep();
     this.text.dispose();
-    const error = new SessionClosedError(close);
+    const error = new SessionClosedError(close, this.recorder?.snapshot());
     this.runs.rejectRun(error);
     for (const entry of this.commands.drain()) {
       if (entry.kind === "configure" || entry.kind === "cancel" || entry.kind === "reset") entry.op.reject(error);
@@ -425,17 +535,30 @@ class SessionController<TConfig, TConfigPatch> {
 
   /**
    * Writes a command and records it as waiting for its answer; forgets it
-   * when it could not be written. An encoder refusal is thrown.
+   * when it was not written (stdin closed, or its buffer full: the backend
+   * is not reading). An encoder refusal is thrown.
    */
-  private sendTracked(entry: SentCommand, command: BridgeCommand): boolean {
+  private sendTracked(entry: SentCommand, command: BridgeCommand): SendOutcome {
     this.commands.push(entry);
-    let sent = false;
+    let outcome: SendOutcome = "closed";
     try {
-      sent = this.channel.send(command);
+      outcome = this.channel.trySend(command);
     } finally {
-      if (!sent) this.commands.forget(entry);
+      if (outcome !== "sent") this.commands.forget(entry);
     }
-    return sent;
+    if (outcome === "sent") this.recorder?.record("stdin", JSON.stringify(command));
+    if (outcome === "full") {
+      this.notify.diagnostic({ kind: "backpressure", command: command.type, bufferedBytes: this.channel.bufferedBytes() });
+    }
+    return outcome;
+  }
+
+  /** The refusal of a command the stdin buffer had no room for. */
+  private stdinFull(what: string): SessionStateError {
+    return new SessionStateError(
+      `The backend is not reading its stdin (${this.channel.bufferedBytes()} bytes wait to be written): the ${what} was not sent.`,
+      "stdin-full",
+    );
   }
 
   // ---- the handle ------------------------------------------------------------
@@ -448,19 +571,62 @@ class SessionController<TConfig, TConfigPatch> {
     return this.configValue;
   }
 
-  run(text: string): Promise<RunResult> {
+  run(text: string, options: RunOptions = {}): Promise<RunResult> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
     if (this.runs.active) return Promise.reject(new SessionStateError("A run is already active.", "run-active"));
-    if (typeof text !== "string" || text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty.", "invalid-prompt"));
+    if (typeof text !== "string") {
+      return Promise.reject(new SessionStateError(`The prompt must be a string, not ${describeValue(text)}.`, "invalid-prompt"));
+    }
+    if (text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty.", "invalid-prompt"));
+    // An already aborted run never starts: it ends as cancelled.
+    if (options.signal?.aborted) return Promise.resolve({ status: "cancelled" });
     const run = this.runs.begin(text);
+    this.watch(run, options);
     this.sendPrompt(run);
     return run.result.promise;
   }
 
+  /** The signal, the run timeout and the idle watchdog of a run. */
+  private watch(run: ActiveRun, options: RunOptions): void {
+    const timeoutMs = options.timeoutMs ?? this.options.runTimeoutMs;
+    const idleMs = options.idleTimeoutMs ?? this.options.idleTimeoutMs;
+    const watch = new RunWatch({
+      signal: options.signal,
+      timeoutMs,
+      idleMs,
+      onAbort: () => this.stopRun(run),
+      onTimeout: () => {
+        this.notify.diagnostic({ kind: "run-timeout", timeoutMs: timeoutMs! });
+        this.stopRun(run);
+      },
+      onIdle: () => {
+        this.notify.diagnostic({ kind: "stalled", idleMs: idleMs! });
+        if ((this.options.onStall ?? "report") === "cancel") this.stopRun(run);
+      },
+    });
+    this.runWatch = watch;
+    const stop = () => {
+      watch.stop();
+      if (this.runWatch === watch) this.runWatch = undefined;
+    };
+    run.result.promise.then(stop, stop);
+  }
+
+  /** Ends a run the application no longer waits for: a cancel, as `cancel()` sends it. */
+  private stopRun(run: ActiveRun): void {
+    if (this.runs.active !== run || this.lifecycle.closed) return;
+    void this.cancel().catch(() => {
+      // Settled through the run (or the session's close).
+    });
+  }
+
   private sendPrompt(run: ActiveRun): void {
     try {
-      this.sendTracked({ kind: "prompt" }, { type: "prompt", text: run.text });
+      if (this.sendTracked({ kind: "prompt" }, { type: "prompt", text: run.text }) === "full") {
+        this.runs.drop(run);
+        run.result.reject(this.stdinFull("prompt"));
+      }
     } catch (error) {
       // The encoder refused the prompt (an unpaired surrogate, or longer
       // than the backend's line limit): nothing was sent.
@@ -474,43 +640,74 @@ class SessionController<TConfig, TConfigPatch> {
     if (!this.lifecycle.closed) this.sendPrompt(run);
   }
 
-  cancel(): Promise<void> {
+  cancel(options: OperationOptions = {}): Promise<void> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
     if (this.runs.abandonRetry() || !this.runs.active) return Promise.resolve();
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const op = deferred<void>();
     this.runs.waitForEnd(op);
-    this.sendTracked({ kind: "cancel", op }, { type: "cancel" });
-    return op.promise;
+    if (this.sendTracked({ kind: "cancel", op }, { type: "cancel" }) === "full") {
+      this.runs.stopWaiting(op);
+      return Promise.reject(this.stdinFull("cancel"));
+    }
+    this.closeIfUnanswered(op.promise);
+    return abortable(op, options.signal, () => this.runs.stopWaiting(op));
   }
 
-  reset(): Promise<void> {
+  /**
+   * A cancel the backend does not carry out (no terminal event) within
+   * `cancelTimeoutMs` means it is stuck: the session closes, so that
+   * nothing waits for ever.
+   */
+  private closeIfUnanswered(cancelled: Promise<void>): void {
+    const ms = this.options.cancelTimeoutMs ?? 10_000;
+    const timer = setTimeout(() => {
+      if (this.lifecycle.closed || !this.runs.active) return;
+      this.notify.diagnostic({ kind: "unresponsive", message: `The backend did not end the run within ${ms} ms of a cancel; closing the session.` });
+      this.teardown({ reason: "exit", code: null, signal: null });
+      this.kill();
+    }, ms);
+    const clear = () => clearTimeout(timer);
+    cancelled.then(clear, clear);
+  }
+
+  reset(options: OperationOptions = {}): Promise<void> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     this.runs.abandonRetry();
     const op = deferred<void>();
     this.resetWaiters.push(op);
-    this.sendTracked({ kind: "reset", op }, { type: "reset" });
-    return op.promise;
+    if (this.sendReset(op, 0) === "full") {
+      this.removeResetWaiter(op);
+      return Promise.reject(this.stdinFull("reset"));
+    }
+    return abortable(op, options.signal, () => this.removeResetWaiter(op));
   }
 
-  configure(patch: TConfigPatch): Promise<TConfig> {
+  private sendReset(op: Deferred<void>, retries: number): SendOutcome {
+    return this.sendTracked({ kind: "reset", op, sentAt: performance.now(), retries }, { type: "reset" });
+  }
+
+  configure(patch: TConfigPatch, options: OperationOptions = {}): Promise<TConfig> {
     const closed = this.lifecycle.closed;
     if (closed) return Promise.reject(new SessionClosedError(closed));
-    const copy = { ...(patch as Record<string, unknown>) };
-    for (const [key, value] of Object.entries(copy)) {
-      if (value === undefined) {
-        return Promise.reject(new ConfigureError("invalid", `Configure patch value must not be undefined: ${key}.`));
-      }
-    }
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const op = deferred<unknown>();
     try {
-      this.sendTracked({ kind: "configure", op }, { type: "configure", patch: copy as JsonObject });
+      // A checked copy: what is validated is what is sent (getters and
+      // proxy traps run once, here).
+      const copy = jsonPatch(patch);
+      if (this.sendTracked({ kind: "configure", op }, { type: "configure", patch: copy }) === "full") {
+        return Promise.reject(this.stdinFull("configure command"));
+      }
     } catch (error) {
-      // The encoder refused the patch (not a plain object, unpaired surrogate, too long).
+      if (error instanceof ConfigureError) return Promise.reject(error);
+      // The patch threw while read, or the encoder refused it (unpaired surrogate, too long).
       return Promise.reject(new ConfigureError("invalid", error instanceof Error ? error.message : String(error), { cause: error }));
     }
-    return op.promise as Promise<TConfig>;
+    return abortable(op, options.signal, () => {}) as Promise<TConfig>;
   }
 
   close(): Promise<void> {
@@ -519,6 +716,7 @@ class SessionController<TConfig, TConfigPatch> {
     if (phase.name !== "closing") {
       this.lifecycle.phase = { name: "closing" };
       this.commands.push({ kind: "shutdown" });
+      this.recorder?.record("stdin", JSON.stringify({ type: "shutdown" }));
       this.channel.shutdown();
     }
     return this.closedPromise.promise;
@@ -534,11 +732,69 @@ class SessionController<TConfig, TConfigPatch> {
       get config() {
         return session.config;
       },
-      run: (text: string) => session.run(text),
-      cancel: () => session.cancel(),
-      reset: () => session.reset(),
-      configure: (patch: TConfigPatch) => session.configure(patch),
+      get process() {
+        return session.processInfo;
+      },
+      get bufferedInputBytes() {
+        return session.channel.bufferedBytes();
+      },
+      run: (text: string, options?: RunOptions) => session.run(text, options),
+      cancel: (options?: OperationOptions) => session.cancel(options),
+      reset: (options?: OperationOptions) => session.reset(options),
+      configure: (patch: TConfigPatch, options?: OperationOptions) => session.configure(patch, options),
       close: () => session.close(),
     });
   }
+}
+
+/**
+ * Lines `strayStdout: "tolerate"` lets pass: those that are not bridge
+ * events at all (text a tool printed, JSON without a `protocol_version`).
+ * A line that claims to be an event and is wrong stays fatal.
+ */
+const STRAY: ReadonlySet<string> = new Set(["invalid-json", "not-an-object", "version-not-a-string"]);
+/** How much of a stray line its diagnostic shows. */
+const STRAY_HEAD_CHARS = 200;
+
+/** How a bad line before `ready` makes startup fail. */
+function startFailureOf(error: BridgeDecodeError, line: string): { message: string; code: SessionStartErrorCode; cause: unknown } {
+  if (error.code === "unsupported-version") {
+    return { message: `The backend speaks an unsupported protocol version: ${error.message}`, code: "unsupported-protocol", cause: error };
+  }
+  let type: unknown;
+  try {
+    type = (JSON.parse(line) as { type?: unknown } | null)?.type;
+  } catch {
+    // Not JSON.
+  }
+  if (type === "ready") return { message: `The backend's ready event is invalid: ${error.message}`, code: "bad-ready", cause: error };
+  return { message: "Backend exited before ready event.", code: "protocol-error", cause: error };
+}
+
+/** The backend spec, refused with a clear message when it is not one. */
+function checkedBackend(backend: unknown): Parameters<typeof resolveBackendSpec>[0] {
+  if (backend === null || backend === undefined) throw new TypeError("A backend spec is required: { app, projectDir } or { command, args }.");
+  if (typeof backend !== "object") throw new TypeError(`The backend spec must be an object, not ${describeValue(backend)}.`);
+  const spec = backend as { command?: unknown; args?: unknown; app?: unknown; env?: unknown };
+  if ("command" in spec && (typeof spec.command !== "string" || spec.command === "")) {
+    throw new TypeError("The backend spec's command must be a non-empty string.");
+  }
+  if ("app" in spec && (typeof spec.app !== "string" || spec.app === "")) {
+    throw new TypeError("The backend spec's app must be a non-empty string (module:factory).");
+  }
+  if (spec.args !== undefined && (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== "string"))) {
+    throw new TypeError("The backend spec's args must be an array of strings.");
+  }
+  return backend as Parameters<typeof resolveBackendSpec>[0];
+}
+
+/** A short description of a value's type, for messages. */
+export function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return name && name !== "Object" ? `a ${name} object` : "an object";
+  }
+  return typeof value === "undefined" ? "undefined" : `a ${typeof value}`;
 }

@@ -42,6 +42,14 @@ function describe(diagnostic: SessionDiagnostic): string {
       return diagnostic.line;
     case "read-failed":
       return diagnostic.error.message;
+    case "stray-line":
+      return `skipped a stdout line that is not a bridge event: ${diagnostic.head}`;
+    case "run-timeout":
+      return `the run lasted ${diagnostic.timeoutMs} ms: cancelling it`;
+    case "stalled":
+      return `no event for ${diagnostic.idleMs} ms during the run`;
+    case "backpressure":
+      return `${diagnostic.command} not sent: ${diagnostic.bufferedBytes} bytes wait in the backend's stdin`;
     default:
       return diagnostic.message;
   }

@@ -15,11 +15,24 @@ export const RACE_RETRIES = 5;
 export const RACE_RETRY_MS = 15;
 /** The backend's refusal of a prompt while its run slot is taken. */
 export const RUN_ALREADY_ACTIVE = "A run is already active.";
+/**
+ * A prompt sent within this long of the previous run's terminal event can
+ * meet the §12 race; a refusal of any other prompt is a refusal, as in the
+ * reference.
+ */
+export const RACE_WINDOW_MS = 500;
+/**
+ * The backend's refusal of a reset whose own cancel has just ended the run
+ * (the agent frees its run lock a moment after the run's terminal event).
+ */
+export const RESET_WHILE_ACTIVE = "Command failed: Cannot reset while a primary run is active.";
 
 export interface ActiveRun {
   text: string;
   result: Deferred<RunResult>;
   retries: number;
+  /** Its prompt was sent just after the previous run's terminal event: a refusal can be the §12 race. */
+  raceable: boolean;
   /** Refused by the §12 race and waiting to be resent (nothing in flight). */
   retryTimer: ReturnType<typeof setTimeout> | undefined;
 }
@@ -27,16 +40,20 @@ export interface ActiveRun {
 export class Runs {
   /** The run in progress, if any. */
   active: ActiveRun | undefined;
+  /** When the last terminal event was processed (`performance.now()`). */
+  lastTerminalAt: number | undefined;
   private cancelWaiters: Deferred<void>[] = [];
 
   begin(text: string): ActiveRun {
-    const run: ActiveRun = { text, result: deferred<RunResult>(), retries: 0, retryTimer: undefined };
+    const raceable = this.lastTerminalAt !== undefined && performance.now() - this.lastTerminalAt <= RACE_WINDOW_MS;
+    const run: ActiveRun = { text, result: deferred<RunResult>(), retries: 0, raceable, retryTimer: undefined };
     this.active = run;
     return run;
   }
 
   /** Ends the active run (a terminal event), then every `cancel()` waiting. */
   finish(outcome: RunResult | RunError): void {
+    this.lastTerminalAt = performance.now();
     const run = this.active;
     this.active = undefined;
     if (run) {
@@ -59,7 +76,7 @@ export class Runs {
   refused(message: string, resend: (run: ActiveRun) => void): boolean {
     const run = this.active;
     if (!run) return false;
-    if (message === RUN_ALREADY_ACTIVE && run.retries < RACE_RETRIES) {
+    if (message === RUN_ALREADY_ACTIVE && run.raceable && run.retries < RACE_RETRIES) {
       run.retries += 1;
       run.retryTimer = setTimeout(() => {
         run.retryTimer = undefined;
@@ -70,6 +87,14 @@ export class Runs {
     this.active = undefined;
     run.result.reject(new RunError(message, "command-refused"));
     return true;
+  }
+
+  /** Ends the active run, never started, as cancelled (a cancel or reset came after its prompt). */
+  cancelUnstarted(): void {
+    const run = this.active;
+    if (!run) return;
+    this.active = undefined;
+    run.result.resolve({ status: "cancelled" });
   }
 
   /**
@@ -115,4 +140,61 @@ export class Runs {
   rejectCancelWaiters(error: unknown): void {
     for (const waiter of this.cancelWaiters.splice(0)) waiter.reject(error);
   }
+}
+
+/**
+ * The timers and the abort signal watching one run: the run timeout, and
+ * the idle watchdog (no event for `idleMs` while the run lasts, reported
+ * once per silence). `stop()` when the run has ended.
+ */
+export class RunWatch {
+  private readonly timeout: ReturnType<typeof setTimeout> | undefined;
+  private idle: ReturnType<typeof setTimeout> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly watch: {
+      signal: AbortSignal | undefined;
+      timeoutMs: number | undefined;
+      idleMs: number | undefined;
+      onAbort: () => void;
+      onTimeout: () => void;
+      onIdle: () => void;
+    },
+  ) {
+    watch.signal?.addEventListener("abort", watch.onAbort, { once: true });
+    if (watch.timeoutMs !== undefined) this.timeout = setTimeout(watch.onTimeout, watch.timeoutMs);
+    this.sawEvent();
+  }
+
+  /** An event came: the silence starts again. */
+  sawEvent(): void {
+    if (this.stopped || this.watch.idleMs === undefined) return;
+    clearTimeout(this.idle);
+    this.idle = setTimeout(this.watch.onIdle, this.watch.idleMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timeout);
+    clearTimeout(this.idle);
+    this.watch.signal?.removeEventListener("abort", this.watch.onAbort);
+  }
+}
+
+/**
+ * The promise of an operation that an abort signal can give up on: the
+ * caller stops waiting (it rejects with the signal's reason) while the
+ * command, already sent, is still matched with its answer.
+ */
+export function abortable<T>(op: Deferred<T>, signal: AbortSignal | undefined, forget: () => void): Promise<T> {
+  if (!signal) return op.promise;
+  const onAbort = () => {
+    forget();
+    op.reject(signal.reason);
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+  const done = () => signal.removeEventListener("abort", onAbort);
+  op.promise.then(done, done);
+  return op.promise;
 }

@@ -32,8 +32,13 @@ export class TextSegmenter {
     private readonly deliver: (stream: TextStream, chunk: TextChunk) => void,
   ) {}
 
-  /** Adds a delta to a stream, opening a segment (and closing the other stream's) as needed. */
+  /**
+   * Adds a delta to a stream, opening a segment (and closing the other
+   * stream's) as needed. An empty delta is ignored: it opens no segment and
+   * delivers no chunk (docs/protocol.md §9.5.4).
+   */
   append(stream: TextStream, delta: string): void {
+    if (delta === "") return;
     if (this.open && this.open.stream !== stream) this.close();
     const segment = (this.open ??= { stream, number: ++this.counter, text: "", pending: "", timer: undefined });
     segment.text += delta;

@@ -11,7 +11,8 @@ import type {
   JsonValue,
   ToolErrorPayload,
 } from "../protocol";
-import type { BackendSpec } from "../process";
+import type { BackendProcess, BackendSpec } from "../process";
+import type { FlightRecord, FlightRecorderOptions } from "./flight-recorder";
 
 /** A piece of assistant or reasoning text (§9.5.4, text segmentation). */
 export interface TextChunk {
@@ -101,17 +102,31 @@ export interface ReadyInfo {
 }
 
 export type SessionDiagnostic =
-  | { kind: "protocol"; error: BridgeDecodeError; line: string }
+  /** `flightRecord`: the session's last lines, when its flight recorder is on. */
+  | { kind: "protocol"; error: BridgeDecodeError; line: string; flightRecord?: readonly FlightRecord[] }
+  /** With `strayStdout: "tolerate"`: a stdout line that is not a bridge event was skipped. */
+  | { kind: "stray-line"; head: string; error: BridgeDecodeError }
   | { kind: "stderr"; line: string }
   /** Reading the backend's stdout or stderr failed (stdout: the session closes). */
   | { kind: "read-failed"; error: BridgeReadError }
   | { kind: "send-failed"; message: string }
+  /** A command was not written: the backend is not reading its stdin (its buffer is over `maxStdinBufferBytes`). */
+  | { kind: "backpressure"; command: string; bufferedBytes: number }
+  /** The backend closed its stdout but kept running: the session closes. */
+  | { kind: "stdout-closed"; message: string }
+  /** A run lasted longer than its timeout: the session cancelled it. */
+  | { kind: "run-timeout"; timeoutMs: number }
+  /** No event came for `idleMs` during a run (with `onStall: "cancel"`, the session cancelled it). */
+  | { kind: "stalled"; idleMs: number }
+  /** A cancel was not carried out within `cancelTimeoutMs`: the session closes. */
+  | { kind: "unresponsive"; message: string }
   | { kind: "command-rejected"; message: string }
   | { kind: "handler-error"; handler: string; error: unknown };
 
 export type SessionClose =
   | { reason: "shutdown"; code: number | null; signal: string | null }
-  | { reason: "exit"; code: number | null; signal: string | null }
+  /** `stderrTail`: the backend's last stderr lines, when it exited abnormally and wrote some. */
+  | { reason: "exit"; code: number | null; signal: string | null; stderrTail?: string[] }
   | { reason: "protocol-error"; error: BridgeDecodeError; code: number | null; signal: string | null }
   /** Reading the backend's stdout failed: no more events can come. */
   | { reason: "read-failed"; error: BridgeReadError; code: number | null; signal: string | null };
@@ -143,20 +158,67 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   readyTimeoutMs?: number;
   /** Passed to the channel as `graceMs`; default 1500. */
   shutdownGraceMs?: number;
+  /** After SIGTERM (at the end of the shutdown grace), how long the backend's processes get before SIGKILL; default 500. */
+  termGraceMs?: number;
+  /** A command is refused with `SessionStateError` (`stdin-full`) while more than this many bytes wait to be written to the backend's stdin; default 16 MiB. */
+  maxStdinBufferBytes?: number;
+  /** Every run that has not ended after this long is cancelled (a `run-timeout` diagnostic); default none. `run(text, { timeoutMs })` overrides it. */
+  runTimeoutMs?: number;
+  /** During a run, no event for this long is a `stalled` diagnostic (once per silence); default none. */
+  idleTimeoutMs?: number;
+  /** What a stall does besides the diagnostic: `"report"` (default) or `"cancel"` the run. */
+  onStall?: "report" | "cancel";
+  /** A cancel the backend does not carry out within this long closes the session (an `unresponsive` diagnostic); default 10000. */
+  cancelTimeoutMs?: number;
+  /**
+   * Keep the last protocol lines, commands and stderr lines (bounded), and
+   * attach them to `SessionClosedError.flightRecord` and protocol
+   * diagnostics. Off by default: they can hold secrets.
+   */
+  flightRecorder?: boolean | FlightRecorderOptions;
+  /**
+   * `"fail"` (default, as the reference): an undecodable stdout line closes
+   * the session. `"tolerate"`: a line that is not a bridge event at all
+   * (text, or JSON without a `protocol_version`: what a tool's subprocess
+   * printing to fd 1 writes) becomes a `stray-line` diagnostic and the
+   * session goes on; a line that claims to be an event and is wrong is
+   * still fatal.
+   */
+  strayStdout?: "fail" | "tolerate";
   /** Default `"coalesced"`. */
   textDelivery?: "coalesced" | "immediate";
   /** @internal type anchor for the patch type. */
   readonly __patch?: TConfigPatch;
 }
 
+/** Options of `run()`. */
+export interface RunOptions {
+  /** Aborting it cancels the run (`cancel` is sent); the run then settles as a cancelled run does. */
+  signal?: AbortSignal;
+  /** This run is cancelled if it has not ended after this long (overrides `runTimeoutMs`). */
+  timeoutMs?: number;
+  /** The idle watchdog for this run (overrides `idleTimeoutMs`). */
+  idleTimeoutMs?: number;
+}
+
+/** Options of `cancel()`, `reset()` and `configure()`. */
+export interface OperationOptions {
+  /** Aborting it stops the waiting: the promise rejects with the signal's reason (the command, once sent, still runs in the backend). */
+  signal?: AbortSignal;
+}
+
 export interface AgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConfig>> {
   readonly ready: ReadyInfo;
   /** Latest decoded config document, or `undefined` if the backend announced none. */
   readonly config: TConfig | undefined;
-  run(text: string): Promise<RunResult>;
-  cancel(): Promise<void>;
-  reset(): Promise<void>;
-  configure(patch: TConfigPatch): Promise<TConfig>;
+  /** The backend's processes: pid, process group, supervisor (see `spawnBridgeProcess`). */
+  readonly process: BackendProcess | undefined;
+  /** Bytes waiting to be written to the backend's stdin (it is not reading when this grows). */
+  readonly bufferedInputBytes: number;
+  run(text: string, options?: RunOptions): Promise<RunResult>;
+  cancel(options?: OperationOptions): Promise<void>;
+  reset(options?: OperationOptions): Promise<void>;
+  configure(patch: TConfigPatch, options?: OperationOptions): Promise<TConfig>;
   /** Idempotent; never rejects. */
   close(): Promise<void>;
 }

@@ -8,6 +8,7 @@
  * its skeleton, an index of the lifted values' paths, then the values
  * (strings ready-made, arrays in chunks parsed one per event-loop turn).
  */
+import { withExactEcho } from "../codec";
 import { BridgeDecodeError } from "../errors";
 import type { BridgeEvent } from "../protocol";
 import type { BridgeProcessCallbacks } from "../wiring";
@@ -117,7 +118,7 @@ export function deliverEventBatch(
       const kind = kinds.charCodeAt(i);
       try {
         if (kind === PART.invalid) {
-          reportInvalid(callbacks, errors![i] as BridgeDecodeError, parts[i]);
+          reportInvalid(callbacks, withExactEcho(errors![i], parts[i]) as BridgeDecodeError, parts[i]);
           continue;
         }
         let parsed: unknown;

@@ -18,6 +18,12 @@ export interface LineReader {
    * several turns). Not while the reader waits for input.
    */
   busy(): boolean;
+  /**
+   * Pipe mode: read what the pipe holds now, then end the stream (without an
+   * unterminated fragment). For when the writer has exited and something
+   * else still holds the pipe open.
+   */
+  cutOff(): void;
   dispose(): void;
 }
 
@@ -34,7 +40,6 @@ export function createLineReader(
   callbacks: BridgeProcessCallbacks,
   options: LineReaderOptions,
   onDone: (failure: StreamFailure) => void,
-  afterBatch?: () => void,
 ): LineReader {
   let disposed = false;
   // The reader hands over at most two batches before this acknowledgement,
@@ -62,7 +67,6 @@ export function createLineReader(
     const finish = () => {
       delivering = false;
       if (!done) setImmediate(ack);
-      afterBatch?.();
       if (done && !disposed) onDone(failure);
       waiting.shift()?.();
     };
@@ -80,6 +84,7 @@ export function createLineReader(
   return {
     reader,
     busy: () => delivering || reader.isWorking(),
+    cutOff: () => reader.cutOff(),
     dispose() {
       if (disposed) return;
       disposed = true;

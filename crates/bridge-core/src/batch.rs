@@ -192,7 +192,7 @@ pub fn prepare(batch: Batch) -> PreparedBatch {
     }
     (prepared.done, prepared.failure) = match batch.end {
         None => (false, None),
-        Some(StreamEnd::Eof) => (true, None),
+        Some(StreamEnd::Eof | StreamEnd::Cut) => (true, None),
         Some(StreamEnd::Failed(error)) => (true, Some(error.to_string())),
     };
     prepared

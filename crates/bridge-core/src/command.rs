@@ -200,7 +200,8 @@ pub fn encode_command(command: &Command) -> Result<String, CommandError> {
 }
 
 /// Checks an encoded command (JSON text, without the newline) before it is
-/// sent. The error message names the command and the field at fault.
+/// sent: the frame as it will be written, `protocol_version` (`"1.0"`)
+/// included. The error message names the command and the field at fault.
 pub fn check_command_frame(frame: &str) -> Result<(), CommandError> {
     let command_type = read_command_type(frame)?;
     let index = index_of(&COMMAND_TYPES, command_type.as_bytes())
@@ -237,6 +238,15 @@ pub fn check_command_frame(frame: &str) -> Result<(), CommandError> {
             code_points,
         }));
     }
+    // What is written is checked, not what was meant: a frame made through
+    // a `toJSON` can lose the version the backend needs.
+    if top_level_string(frame, "protocol_version")?.as_deref() != Some(PROTOCOL_VERSION) {
+        return Err(CommandError::new(CommandErrorKind::InvalidField {
+            command,
+            field: "protocol_version".to_owned(),
+            expected: "\"1.0\"",
+        }));
+    }
     Ok(())
 }
 
@@ -251,6 +261,13 @@ fn describe(ty: &Ty) -> &'static str {
 
 /// The command's `type` (last occurrence), or why there is none.
 fn read_command_type(frame: &str) -> Result<String, CommandError> {
+    top_level_string(frame, "type")?
+        .ok_or_else(|| CommandError::new(CommandErrorKind::TypeNotAString))
+}
+
+/// The string value of a top-level member (last occurrence, as `JSON.parse`
+/// keeps it), `None` when it is absent or not a string.
+fn top_level_string(frame: &str, name: &str) -> Result<Option<String>, CommandError> {
     let not_json = |e: SyntaxError| CommandError::new(CommandErrorKind::InvalidJson(e));
     let mut c = TextCursor::new(frame);
     if c.peek().map_err(not_json)? != Kind::Object {
@@ -259,7 +276,7 @@ fn read_command_type(frame: &str) -> Result<String, CommandError> {
     c.enter_object().map_err(not_json)?;
     let mut found = None;
     while let Some(member) = c
-        .next_member(|key| (key == b"type").then_some(0))
+        .next_member(|key| (key == name.as_bytes()).then_some(0))
         .map_err(not_json)?
     {
         if member.is_some() && c.peek().map_err(not_json)? == Kind::String {
@@ -269,7 +286,7 @@ fn read_command_type(frame: &str) -> Result<String, CommandError> {
             c.skip().map_err(not_json)?;
         }
     }
-    found.ok_or_else(|| CommandError::new(CommandErrorKind::TypeNotAString))
+    Ok(found)
 }
 
 /// The top-level field holding the first unpaired surrogate escape, and the
@@ -422,22 +439,45 @@ mod tests {
 
     #[test]
     fn accepts_paired_surrogates_and_escaped_backslashes() {
-        assert!(
-            check_command_frame(r#"{"type":"prompt","text":"\ud83d\ude00 and \\ud800"}"#).is_ok()
-        );
-        assert!(check_command_frame(r#"{"type":"cancel","extra":{"x":1}}"#).is_ok());
+        assert!(check_command_frame(
+            r#"{"type":"prompt","text":"\ud83d\ude00 and \\ud800","protocol_version":"1.0"}"#
+        )
+        .is_ok());
+        assert!(check_command_frame(
+            r#"{"type":"cancel","extra":{"x":1},"protocol_version":"1.0"}"#
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn the_frame_written_must_carry_the_protocol_version() {
+        for frame in [
+            r#"{"type":"cancel"}"#,
+            r#"{"type":"cancel","protocol_version":"2.0"}"#,
+            r#"{"type":"cancel","protocol_version":1}"#,
+            r#"{"type":"cancel","protocol_version":"1.0","protocol_version":null}"#,
+        ] {
+            let error = check_command_frame(frame).unwrap_err();
+            assert_eq!(
+                error.message, "Invalid cancel command: cancel.protocol_version must be \"1.0\".",
+                "{frame}"
+            );
+            assert_eq!(error.field(), Some("protocol_version"));
+        }
     }
 
     #[test]
     fn enforces_the_backend_line_limit_in_code_points() {
-        let overhead = r#"{"type":"prompt","text":""}"#.chars().count();
+        let overhead = r#"{"type":"prompt","text":"","protocol_version":"1.0"}"#
+            .chars()
+            .count();
         let fits = format!(
-            r#"{{"type":"prompt","text":"{}"}}"#,
+            r#"{{"type":"prompt","text":"{}","protocol_version":"1.0"}}"#,
             "é".repeat(999_999 - overhead)
         );
         assert!(check_command_frame(&fits).is_ok());
         let over = format!(
-            r#"{{"type":"prompt","text":"{}"}}"#,
+            r#"{{"type":"prompt","text":"{}","protocol_version":"1.0"}}"#,
             "é".repeat(1_000_000 - overhead)
         );
         assert!(check_command_frame(&over)

@@ -59,8 +59,37 @@ impl Item {
 pub enum StreamEnd {
     /// End of file: the writer closed the stream.
     Eof,
+    /// The source was told to stop reading (it failed with [`Cut`]): what
+    /// was read is delivered, an unterminated fragment is dropped.
+    Cut,
     /// Reading failed; nothing more will come.
     Failed(std::io::Error),
+}
+
+/// The error a source returns (inside an [`std::io::Error`]) when its owner
+/// told it to stop reading before end of file, e.g. because the process
+/// that wrote the stream has exited and whatever still holds the pipe open
+/// must not keep the reader. The stream ends as [`StreamEnd::Cut`].
+#[derive(Debug)]
+pub struct Cut;
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reading was cut off")
+    }
+}
+
+impl std::error::Error for Cut {}
+
+impl Cut {
+    /// The `io::Error` a source returns to cut its stream off.
+    pub fn error() -> std::io::Error {
+        std::io::Error::other(Cut)
+    }
+
+    fn is(error: &std::io::Error) -> bool {
+        error.get_ref().is_some_and(|inner| inner.is::<Cut>())
+    }
 }
 
 /// Consecutive items of one stream. The last batch of a stream has `end`.
@@ -119,7 +148,7 @@ impl ReaderOptions {
 /// Reads `source` to its end on the calling thread, delivering batches to
 /// `sink` in stream order; the last batch carries the [`StreamEnd`].
 pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut impl BatchSink) {
-    let mut framer = LineFramer::new(options.max_line_bytes);
+    let mut decoder = LineDecoder::new(options.clone());
     let mut buffer = vec![0u8; 64 * 1024];
     let mut batch = Vec::new();
     let mut batch_bytes = 0;
@@ -127,6 +156,13 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
         let read = match source.read(&mut buffer) {
             Ok(read) => read,
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) if Cut::is(&error) => {
+                sink.deliver(Batch {
+                    items: batch,
+                    end: Some(StreamEnd::Cut),
+                });
+                return;
+            }
             Err(error) => {
                 sink.deliver(Batch {
                     items: batch,
@@ -136,7 +172,7 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
             }
         };
         if read == 0 {
-            batch.extend(framer.finish().map(|frame| judge(frame, options)));
+            batch.extend(decoder.finish());
             sink.deliver(Batch {
                 items: batch,
                 end: Some(StreamEnd::Eof),
@@ -144,8 +180,7 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
             return;
         }
         let mut consumer_gone = false;
-        framer.push(&buffer[..read], |frame| {
-            let item = judge(frame, options);
+        decoder.push(&buffer[..read], |item| {
             batch_bytes += item.size();
             batch.push(item);
             if !consumer_gone
@@ -169,6 +204,36 @@ pub fn read_stream(mut source: impl Read, options: &ReaderOptions, sink: &mut im
         if consumer_gone {
             return;
         }
+    }
+}
+
+/// Frames and judges a stream's bytes as they come, on the caller's thread:
+/// what [`read_stream`] does per read, for a host that gets the bytes itself
+/// (a JavaScript stream's `data` event) and wants the items at once.
+pub struct LineDecoder {
+    framer: LineFramer,
+    options: ReaderOptions,
+}
+
+impl LineDecoder {
+    pub fn new(options: ReaderOptions) -> Self {
+        LineDecoder {
+            framer: LineFramer::new(options.max_line_bytes),
+            options,
+        }
+    }
+
+    /// Frames `bytes` and calls `emit` with every line they complete, judged.
+    pub fn push(&mut self, bytes: &[u8], mut emit: impl FnMut(Item)) {
+        let options = &self.options;
+        self.framer.push(bytes, |frame| emit(judge(frame, options)));
+    }
+
+    /// Ends the stream: the unterminated fragment, if any, judged.
+    pub fn finish(&mut self) -> Option<Item> {
+        self.framer
+            .finish()
+            .map(|frame| judge(frame, &self.options))
     }
 }
 
@@ -342,6 +407,30 @@ mod tests {
             self.2 += n;
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_cut_off_source_ends_the_stream_without_its_fragment() {
+        struct CutAfter(Vec<u8>, bool);
+        impl Read for CutAfter {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                if std::mem::replace(&mut self.1, true) {
+                    return Err(Cut::error());
+                }
+                out[..self.0.len()].copy_from_slice(&self.0);
+                Ok(self.0.len())
+            }
+        }
+        let (tx, rx) = sync_channel(1);
+        let options = ReaderOptions::new(StreamKind::Events);
+        let source = CutAfter(format!("{SHUTDOWN}\n{{\"partial").into_bytes(), false);
+        let handle = std::thread::spawn(move || read_stream(source, &options, &mut { tx }));
+        let batches: Vec<Batch> = rx.iter().collect();
+        handle.join().unwrap();
+        assert!(matches!(batches.last().unwrap().end, Some(StreamEnd::Cut)));
+        let items: Vec<&Item> = batches.iter().flat_map(|b| &b.items).collect();
+        assert_eq!(items.len(), 1);
+        assert!(matches!(items[0], Item::Event { .. }));
     }
 
     #[test]

@@ -40,33 +40,59 @@ impl Fact {
 /// `Vec` is three words and made every `Result<Checked, _>` go through
 /// memory.
 #[derive(Debug, Default)]
-#[allow(clippy::box_collection)]
-struct Issues(Option<Box<Vec<String>>>);
+struct Issues(Option<Box<IssueList>>);
+
+#[derive(Debug, Default)]
+struct IssueList {
+    paths: Vec<String>,
+    /// Some issue is not an unknown-key one. Only such issues hold a
+    /// refinement back: the reference's unknown-key issues never abort
+    /// (zod's `unrecognized_keys`), so a rule still runs beside them.
+    holds_rules_back: bool,
+}
 
 impl Issues {
     fn one(path: String) -> Self {
-        Issues(Some(Box::new(vec![path])))
+        Issues(Some(Box::new(IssueList {
+            paths: vec![path],
+            holds_rules_back: true,
+        })))
     }
 
     fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|v| v.is_empty())
+        self.0.as_ref().is_none_or(|list| list.paths.is_empty())
+    }
+
+    /// Whether a refinement of the object these issues belong to must not run.
+    fn hold_rules_back(&self) -> bool {
+        self.0.as_ref().is_some_and(|list| list.holds_rules_back)
     }
 
     fn push(&mut self, path: String) {
-        self.0.get_or_insert_with(Default::default).push(path);
+        let list = self.0.get_or_insert_with(Default::default);
+        list.paths.push(path);
+        list.holds_rules_back = true;
+    }
+
+    /// An object's unknown-key issue, which does not hold rules back.
+    fn push_unknown_keys(&mut self, path: String) {
+        self.0.get_or_insert_with(Default::default).paths.push(path);
     }
 
     fn append(&mut self, other: Issues) {
         if let Some(more) = other.0 {
             match &mut self.0 {
-                Some(list) => list.extend(*more),
+                Some(list) => {
+                    list.paths.extend(more.paths);
+                    list.holds_rules_back |= more.holds_rules_back;
+                }
                 None => self.0 = Some(more),
             }
         }
     }
 
     fn into_vec(self) -> Vec<String> {
-        self.0.map(|v| *v).unwrap_or_default()
+        self.0.map(|list| list.paths).unwrap_or_default()
     }
 }
 
@@ -282,7 +308,9 @@ impl Walker {
     }
 
     /// Orders an object's issues as §7.3 requires: declared keys in schema
-    /// order, then the unknown-key issue, then the rule if nothing failed.
+    /// order, then the unknown-key issue, then the rule if nothing but
+    /// unknown keys failed (they do not hold a rule back: the reference
+    /// reports `event, error` for a `config` event with both).
     fn assemble(&mut self, shape: &'static Shape, slots: &mut Slots, unknown: bool) -> Checked {
         let mut issues = Issues::default();
         for (field, slot) in shape.fields.iter().zip(slots.iter_mut()) {
@@ -293,9 +321,9 @@ impl Walker {
             }
         }
         if unknown {
-            issues.push(self.render(None));
+            issues.push_unknown_keys(self.render(None));
         }
-        if issues.is_empty() {
+        if !issues.hold_rules_back() {
             if let Some(rule) = shape.rule {
                 self.apply_rule(rule, shape, slots, &mut issues);
             }

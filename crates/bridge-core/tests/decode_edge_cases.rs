@@ -256,3 +256,19 @@ fn unsupported_versions_echo_the_value() {
     let line = r#"{"protocol_version":" 1.0","type":"shutdown","ts":1}"#;
     assert!(validate_event_line(line).is_ok());
 }
+
+#[test]
+fn a_config_event_with_an_unknown_key_and_a_contradiction_reports_both() {
+    // As the reference does: the unknown-key issue does not hold the
+    // settlement rule back, and comes first.
+    let line = r#"{"protocol_version":"1.0","type":"config","ts":1,"ok":false,"config":null,"error":null,"extra":1}"#;
+    let error = validate_event_line(line).unwrap_err();
+    assert_eq!(error.message, "Invalid bridge event payload: event, error.");
+    assert_eq!(error.fields, ["event", "error"]);
+    // A declared key that fails still holds it back.
+    let line = r#"{"protocol_version":"1.0","type":"config","ts":"x","ok":false,"config":null,"error":null,"extra":1}"#;
+    assert_eq!(
+        validate_event_line(line).unwrap_err().fields,
+        ["ts", "event"]
+    );
+}

@@ -8,11 +8,14 @@
 //!
 //! The backend runs as the supervisor's child, in a process group of its
 //! own, with the supervisor's stdin, stdout and stderr (the host's pipes:
-//! the supervisor never touches the data). File descriptor 3, when open, is
+//! the supervisor never touches the data, and lets go of them once the
+//! backend runs, so their end of file is the backend's). File descriptor 3,
+//! when open, is
 //! the *control socket* from the host:
 //!
 //! - the supervisor writes `started <pid>\n` once the backend runs, or
-//!   `failed <ERRNO> <message>\n` if it could not be started (then exits 127);
+//!   `failed <ERRNO> <errno number> <message>\n` if it could not be started
+//!   (then exits 127; without a control socket it says so on stderr);
 //! - end of file on it (the host closed it, or died) means *terminate*.
 //!
 //! SIGTERM also means terminate, and SIGUSR2 means terminate *now* (no

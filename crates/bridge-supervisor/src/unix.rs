@@ -104,18 +104,28 @@ pub fn main() {
     {
         Ok(child) => Pid::from_raw(child.id() as i32),
         Err(error) => {
-            let errno = error
-                .raw_os_error()
-                .map_or_else(|| "EIO".to_owned(), |n| format!("{:?}", Errno::from_raw(n)));
-            report(&mut control, &format!("failed {errno} {error}\n"));
-            eprintln!(
-                "process-bridge-supervisor: cannot start {}: {error}",
-                options.command
-            );
+            let number = error.raw_os_error().unwrap_or(nix::libc::EIO);
+            let name = format!("{:?}", Errno::from_raw(number));
+            if control.is_some() {
+                report(&mut control, &format!("failed {name} {number} {error}\n"));
+            } else {
+                eprintln!(
+                    "process-bridge-supervisor: cannot start {}: {error}",
+                    options.command
+                );
+            }
             std::process::exit(CANNOT_START);
         }
     };
     report(&mut control, &format!("started {backend}\n"));
+    // Only the backend holds the host's pipes from now on, so that their end
+    // of file is the backend's (and its descendants'): a backend closing its
+    // stdout while it runs is seen as such.
+    if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
 
     let mut supervisor = Supervisor {
         backend,

@@ -189,8 +189,17 @@ fn a_backend_that_cannot_start_is_reported_on_the_control_socket() {
         .unwrap();
     let mut line = String::new();
     BufReader::new(ours).read_line(&mut line).unwrap();
-    assert!(line.starts_with("failed ENOENT "), "{line:?}");
+    assert!(line.starts_with("failed ENOENT 2 "), "{line:?}");
     let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(127));
+    // The host hears it on the control socket; stderr is the backend's.
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+
+    // Without a control socket, stderr says it.
+    let output = Command::new(SUPERVISOR)
+        .args(["--", "/nonexistent/backend"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot start /nonexistent/backend"));
 }

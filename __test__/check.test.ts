@@ -1,0 +1,74 @@
+/**
+ * The two-step check (`checkBackend` and `process-bridge-native check`),
+ * against the real demo backend: step 1 starts it and checks `ready`; step
+ * 2 runs one prompt whose approval the given policy answers; no process is
+ * left behind.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { checkBackend } from "../lib/index";
+import { repoRoot } from "./helpers";
+
+const python = join(repoRoot, ".venv", "bin", "python");
+const demoDir = join(repoRoot, "examples", "backend");
+const demo = { command: python, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: demoDir };
+const cli = join(repoRoot, "dist", "cli.js");
+
+describe.runIf(existsSync(python))("checkBackend", () => {
+  it("step 1 only: ready, protocol 1.x, nothing left running", async () => {
+    const report = await checkBackend(demo);
+    expect(report.ok).toBe(true);
+    expect(report.start.ready).toMatchObject({ version: "0.22.0", package: "agentlane-process-bridge" });
+    expect(report.run).toBeUndefined();
+    expect(report.processesLeft).toBe(0);
+  });
+
+  it("step 2: the policy's decision shows in the tool result and the final answer (allowed, then denied)", async () => {
+    const allowed = await checkBackend(demo, { prompt: "Save a note about the check.", approvals: () => true });
+    expect(allowed.ok).toBe(true);
+    expect(allowed.run?.approvals.map((a) => [a.tool, a.allowed])).toEqual([["save_note", true]]);
+    expect(allowed.run?.tools[0]).toMatchObject({ tool: "save_note", ok: true });
+    expect(String(allowed.run?.tools[0].result)).toMatch(/^Saved note /);
+    expect(allowed.run?.result).toMatchObject({ status: "completed", finalOutput: expect.stringContaining("Saved note") });
+
+    const denied = await checkBackend(demo, { prompt: "Save a note about the check.", approvals: () => ({ allowed: false, reason: "Not today." }) });
+    expect(denied.run?.approvals.map((a) => [a.allowed, a.reason])).toEqual([[false, "Not today."]]);
+    expect(JSON.stringify(denied.run?.tools[0].result)).toContain("Not today.");
+    expect(denied.processesLeft).toBe(0);
+  });
+
+  it("a backend that does not start: a report, not an exception, with the likely cause", async () => {
+    const report = await checkBackend({ ...demo, args: ["-m", "agentlane_process_bridge", "--app", "no_such_app:factory"] });
+    expect(report.ok).toBe(false);
+    expect(report.start.error).toMatchObject({ code: "exited-before-ready", exitCode: 1 });
+    expect(report.start.error?.likelyCause).toMatch(/^The app module failed to import \(No module named 'no_such_app'\)/);
+  });
+});
+
+describe.runIf(existsSync(python) && existsSync(cli))("process-bridge-native check", () => {
+  const env = { ...process.env, PATH: `${join(repoRoot, ".venv", "bin")}:${process.env.PATH}`, UV_OFFLINE: "1" };
+
+  it("the { app, projectDir } form through uv, with a prompt whose approval is allowed: exit 0", () => {
+    const result = spawnSync(process.execPath, [cli, "check", "--app", "demo_app:create_backend", "--project-dir", demoDir, "--prompt", "Save a note.", "--allow"], { env, encoding: "utf8" });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/^step 1 ok: the backend is ready in \d+ ms \(agentlane 0\.22\.0, agentlane-process-bridge, protocol 1\.x\)\n/);
+    expect(result.stdout).toContain("  approval of save_note: allowed\n");
+    expect(result.stdout.trim().split("\n").at(-1)).toBe("check passed");
+  });
+
+  it("--json, a failing backend: exit 1 and the structured report", () => {
+    const result = spawnSync(process.execPath, [cli, "check", "--json", "--", python, "-m", "agentlane_process_bridge", "--app", "broken:app"], { env, encoding: "utf8", cwd: demoDir });
+    expect(result.status).toBe(1);
+    const report = JSON.parse(result.stdout);
+    expect(report.ok).toBe(false);
+    expect(report.start.error.code).toBe("exited-before-ready");
+  });
+
+  it("a usage error: exit 2", () => {
+    const result = spawnSync(process.execPath, [cli, "check"], { encoding: "utf8" });
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain("give --app module:factory");
+  });
+});

@@ -1,0 +1,82 @@
+/**
+ * Saying why a backend would not start: the last lines of its stderr, kept
+ * bounded, and the likely cause where it is recognisable (Python, `uv` or
+ * agentlane missing, the app module failing to import, a protocol version
+ * mismatch). Pure functions of what the session saw; no I/O.
+ */
+import { basename } from "node:path";
+import type { SessionStartErrorCode } from "../errors";
+
+/** The last stderr lines, bounded in count and length. */
+export class StderrTail {
+  private readonly kept: string[] = [];
+
+  constructor(
+    private readonly maxLines = 20,
+    private readonly maxLineChars = 1024,
+  ) {}
+
+  push(line: string): void {
+    this.kept.push(line.length > this.maxLineChars ? `${line.slice(0, this.maxLineChars)}…` : line);
+    if (this.kept.length > this.maxLines) this.kept.shift();
+  }
+
+  lines(): string[] {
+    return [...this.kept];
+  }
+}
+
+/** What went wrong at startup, as the session saw it. */
+export interface StartFailure {
+  code: SessionStartErrorCode;
+  /** The command spawned (`uv` for an `{ app }` spec). */
+  command: string;
+  /** The OS error of a failed spawn. */
+  spawnError?: NodeJS.ErrnoException;
+  exitCode: number | null;
+  stderrTail: string[];
+}
+
+/** The likely cause of a start failure, in a sentence, when it is recognisable. */
+export function likelyCause(failure: StartFailure): string | undefined {
+  const program = basename(failure.command);
+  if (failure.code === "spawn-failed") {
+    const errno = failure.spawnError?.code;
+    if (errno === "ENOENT") {
+      if (program === "uv") {
+        return "uv was not found on PATH. The { app, projectDir } backend spec runs `uv run --project <projectDir> python -m agentlane_process_bridge --app <app>`: install uv, or give { command, args } with a Python that has agentlane installed.";
+      }
+      if (/^python/.test(program)) return `${failure.command} was not found: give the path of a Python that has agentlane installed (for example a virtualenv's bin/python).`;
+      return `${failure.command} was not found (ENOENT): check the command and PATH.`;
+    }
+    if (errno === "EACCES") return `${failure.command} is not executable (EACCES).`;
+    if (errno === "EMFILE" || errno === "ENFILE") return "The host has run out of file descriptors.";
+    return undefined;
+  }
+  if (failure.code !== "exited-before-ready") return undefined;
+  const lines = failure.stderrTail;
+  const last = (pattern: RegExp) => [...lines].reverse().map((line) => pattern.exec(stripAnsi(line))).find((m) => m !== null);
+  const noBridge = last(/No module named '?agentlane_process_bridge'?/);
+  if (noBridge) return "This Python has no agentlane: install agentlane (the package that provides agentlane_process_bridge) into it, or use the Python of a virtualenv that has it.";
+  const bridge = last(/^agentlane_process_bridge: (.+)$/);
+  if (bridge) {
+    const reason = bridge[1];
+    if (/No module named/.test(reason)) {
+      return `The app module failed to import (${reason}): check --app module:factory and that the backend's working directory (projectDir or cwd) contains the module.`;
+    }
+    if (/Expected --app/.test(reason)) return `The --app value is malformed (${reason}): it must be module:factory.`;
+    return `The backend stopped at startup: ${reason}`;
+  }
+  const usage = last(/^usage: .*agentlane_process_bridge/);
+  if (usage || failure.exitCode === 2) return "The backend's command line is wrong (exit status 2, a usage error): check the arguments, --app in particular.";
+  const uvError = last(/^error: (.+)$/);
+  if (uvError && program === "uv") return `uv failed: ${uvError[1]}`;
+  const exception = last(/^([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$/);
+  if (exception) return `The backend raised ${exception[1]}: ${exception[2]}`;
+  return undefined;
+}
+
+function stripAnsi(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/\u001b\[[0-9;]*m/g, "").trim();
+}
