@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use bridge_core::session::{Close, CloseReason, Outcome, Output, Refusal, Session, Signal, Ticket};
 use bridge_core::validate_event_line;
@@ -57,9 +58,11 @@ fn event_line(event: &Value, templates: &Map<String, Value>) -> String {
 
 /// What the scenario's host steps and the machine's outputs amount to, in
 /// the scenarios' vocabulary.
-#[derive(Default)]
 struct Host {
     session: Session,
+    /// A clock that moves 1 ms per step (every scenario fits well inside
+    /// the race window, as it does in real time for the TypeScript runner).
+    now: Instant,
     ops: HashMap<String, Value>,
     tickets: HashMap<Ticket, String>,
     unread: VecDeque<String>,
@@ -69,6 +72,24 @@ struct Host {
 }
 
 impl Host {
+    fn new() -> Host {
+        Host {
+            session: Session::new(),
+            now: Instant::now(),
+            ops: HashMap::new(),
+            tickets: HashMap::new(),
+            unread: VecDeque::new(),
+            due: Vec::new(),
+            rejected: Vec::new(),
+            closed: None,
+        }
+    }
+
+    fn tick(&mut self) -> Instant {
+        self.now += Duration::from_millis(1);
+        self.now
+    }
+
     fn absorb(&mut self, outputs: Vec<Output>, name: &str) {
         for output in outputs {
             match output {
@@ -100,10 +121,11 @@ impl Host {
         let op = step["op"]
             .as_str()
             .map_or_else(|| format!("#{}", self.ops.len()), str::to_owned);
+        let now = self.tick();
         let result = match step["host"].as_str().unwrap() {
-            "run" => self.session.prompt(step["text"].as_str().unwrap()),
+            "run" => self.session.prompt(step["text"].as_str().unwrap(), now),
             "cancel" => self.session.cancel(),
-            "reset" => self.session.reset(),
+            "reset" => self.session.reset(now),
             "configure" => self
                 .session
                 .configure(step["patch"].as_object().unwrap().clone()),
@@ -142,7 +164,8 @@ impl Host {
             let line = event_line(event, templates);
             let event_type = validate_event_line(&line)
                 .unwrap_or_else(|e| panic!("{name}: invalid scenario event {line}: {e}"));
-            let outputs = self.session.on_event(&Signal::read(&line, event_type));
+            let now = self.tick();
+            let outputs = self.session.on_event(&Signal::read(&line, event_type), now);
             self.absorb(outputs, name);
         }
         if let Some(code) = step.get("exit") {
@@ -151,7 +174,8 @@ impl Host {
         }
         // Retry timers fire before the backend reads its next command.
         for ticket in std::mem::take(&mut self.due) {
-            let outputs = self.session.retry_due(ticket);
+            let now = self.tick();
+            let outputs = self.session.retry_due(ticket, now);
             self.absorb(outputs, name);
         }
     }
@@ -229,14 +253,17 @@ fn close_value(close: &Close) -> Map<String, Value> {
 
 fn run_scenario(scenario: &Value, templates: &Map<String, Value>) {
     let name = scenario["name"].as_str().expect("a scenario has a name");
-    let mut host = Host::default();
+    let mut host = Host::new();
     let ready = scenario
         .get("ready")
         .cloned()
         .unwrap_or(json!({ "$": "ready" }));
     let line = event_line(&ready, templates);
-    host.session
-        .on_event(&Signal::read(&line, validate_event_line(&line).unwrap()));
+    let now = host.tick();
+    host.session.on_event(
+        &Signal::read(&line, validate_event_line(&line).unwrap()),
+        now,
+    );
     for (index, step) in scenario["steps"].as_array().unwrap().iter().enumerate() {
         if step.get("host").is_some() {
             host.host_step(step, name);

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bridge_core::reader::Item as ReaderItem;
 use bridge_core::session::{
@@ -369,7 +369,7 @@ impl Conversation {
             self.abandon_run(s);
         }
         if let Some(signal) = signal {
-            let outputs = s.session.on_event(&signal);
+            let outputs = s.session.on_event(&signal, Instant::now());
             self.apply(s, outputs, Some(&shared));
         }
     }
@@ -448,7 +448,7 @@ impl Conversation {
                     tokio::spawn(async move {
                         tokio::time::sleep(after).await;
                         let mut s = conversation.lock();
-                        let outputs = s.session.retry_due(ticket);
+                        let outputs = s.session.retry_due(ticket, Instant::now());
                         conversation.apply(&mut s, outputs, None);
                     });
                 }
@@ -509,7 +509,7 @@ impl Conversation {
     }
 
     pub fn reset(self: &Arc<Self>) -> Result<oneshot::Receiver<Settlement>, ConnectError> {
-        self.request(Session::reset)
+        self.request(|session| session.reset(Instant::now()))
     }
 
     pub fn configure(
@@ -528,7 +528,10 @@ impl Conversation {
     ) -> Result<(oneshot::Receiver<Result<(), ConnectError>>, ItemStream), ConnectError> {
         let mut s = self.lock();
         Self::refuse_if_ended(&s)?;
-        let (ticket, outputs) = s.session.prompt(text).map_err(|r| refusal_error(&r))?;
+        let (ticket, outputs) = s
+            .session
+            .prompt(text, Instant::now())
+            .map_err(|r| refusal_error(&r))?;
         let (outlet, mut stream) = Outlet::new(false);
         let (started, start) = oneshot::channel();
         s.run = Some(RunStream {

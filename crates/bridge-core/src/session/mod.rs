@@ -1,5 +1,5 @@
 //! The correlation layer: which backend answer settles which host request
-//! (PROTOCOL.md §8.11, §9.5.4, §12), as a pure, synchronous state machine.
+//! (docs/protocol.md §8.11, §9.5.4, §12), as a pure, synchronous state machine.
 //!
 //! The protocol has no request ids (§11.10): the backend handles commands
 //! one at a time and answers them in order, and a command-scoped `error`
@@ -15,14 +15,21 @@
 //! - every run terminal event, `reset`, `shutdown` and the backend's exit
 //!   close the approvals still open (the backend writes no resolved record
 //!   for the denials it makes itself, §12.10);
-//! - a prompt refused with `A run is already active.` right after a run
-//!   ended is the backend freeing its run slot late (§12.12): it is resent a
-//!   few times, briefly, instead of failing.
+//! - a prompt refused with `A run is already active.` within
+//!   [`RACE_WINDOW`] of the previous run's terminal event is the backend
+//!   freeing its run slot late (§12.12): it is resent a few times, briefly,
+//!   instead of failing, unless a cancel or reset was sent after it (then
+//!   the run ends as cancelled, never started); any other refusal is one;
+//! - a reset refused with [`RESET_WHILE_ACTIVE`] after its own cancel ended
+//!   the run (the same late slot) is resent the same way, when nothing else
+//!   was sent since.
 //!
-//! No I/O, no clock, no threads: the host feeds it requests ([`Session::prompt`],
-//! [`Session::approve`], …), events ([`Session::on_event`]), the backend's
-//! exit ([`Session::on_exit`]) and due retries ([`Session::retry_due`]), and
-//! acts on the [`Output`]s it returns: frames to write, settlements, timers.
+//! No I/O, no clock of its own, no threads: the host feeds it requests
+//! ([`Session::prompt`], [`Session::approve`], …), events
+//! ([`Session::on_event`]), the backend's exit ([`Session::on_exit`]) and
+//! due retries ([`Session::retry_due`]), with the time where the race rules
+//! need it, and acts on the [`Output`]s it returns: frames to send,
+//! settlements, timers.
 //! The same table of scenarios (`tests/fixtures/session-scenarios/`) runs
 //! against this machine and against the TypeScript session, so the two
 //! cannot drift.
@@ -33,7 +40,7 @@ pub use signal::Signal;
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
@@ -43,9 +50,15 @@ use crate::command::{encode_command, Command, CommandError};
 pub const RACE_RETRIES: u32 = 5;
 /// The wait before the n-th resend is n times this.
 pub const RACE_RETRY_STEP: Duration = Duration::from_millis(15);
+/// A prompt sent within this long of the previous run's terminal event can
+/// meet the race; a refusal of any other prompt is a refusal.
+pub const RACE_WINDOW: Duration = Duration::from_millis(500);
 
-/// The backend's refusal that the race retry answers (§4.3).
+/// The backend's refusal that the prompt race retry answers (§4.3).
 const RUN_ALREADY_ACTIVE: &str = "A run is already active.";
+/// The backend's refusal of a reset whose own cancel has just ended the run
+/// (the agent frees its run lock a moment after the terminal event).
+pub const RESET_WHILE_ACTIVE: &str = "Command failed: Cannot reset while a primary run is active.";
 
 /// One request of the host, from the moment it is accepted until its
 /// settlement ([`Output::Settled`]).
@@ -171,9 +184,16 @@ pub enum Output {
 enum Sent {
     Prompt,
     Cancel(Ticket),
-    Reset(Ticket),
+    Reset {
+        ticket: Ticket,
+        sent_at: Instant,
+        retries: u32,
+    },
     Configure(Ticket),
-    Approve { id: String, ticket: Ticket },
+    Approve {
+        id: String,
+        ticket: Ticket,
+    },
     Shutdown,
 }
 
@@ -199,7 +219,7 @@ impl Ack {
             (self, sent),
             (Ack::Prompt, Sent::Prompt)
                 | (Ack::Cancel, Sent::Cancel(_))
-                | (Ack::Reset, Sent::Reset(_))
+                | (Ack::Reset, Sent::Reset { .. })
                 | (Ack::Configure, Sent::Configure(_))
                 | (Ack::Shutdown, Sent::Shutdown)
         )
@@ -212,6 +232,9 @@ struct Run {
     ticket: Ticket,
     frame: String,
     retries: u32,
+    /// Its prompt went out within [`RACE_WINDOW`] of the previous run's
+    /// terminal event, so a refusal can be the race.
+    raceable: bool,
     /// Refused by the race and not yet resent (nothing in flight).
     awaiting_retry: bool,
 }
@@ -234,6 +257,10 @@ pub struct Session {
     reset_waiters: Vec<Ticket>,
     close_waiters: Vec<Ticket>,
     approvals: Vec<Approval>,
+    /// Resets refused by the race, waiting to be resent: ticket and retries.
+    reset_retries: Vec<(Ticket, u32)>,
+    /// When the last run terminal event was processed.
+    last_terminal_at: Option<Instant>,
     close_requested: bool,
     backend_announced_shutdown: bool,
     closed: Option<Close>,
@@ -287,7 +314,8 @@ impl Session {
     /// `Refused` or `Closed`. The text is sent as given (the backend trims
     /// it); a text that JavaScript's `trim()` empties is refused here, as
     /// the reference does.
-    pub fn prompt(&mut self, text: &str) -> Result<Accepted, Refusal> {
+    /// `now` places it against the race window.
+    pub fn prompt(&mut self, text: &str, now: Instant) -> Result<Accepted, Refusal> {
         self.open()?;
         if self.run.is_some() {
             return Err(Refusal::RunActive);
@@ -300,21 +328,37 @@ impl Session {
         })
         .map_err(Refusal::NotEncodable)?;
         let ticket = self.ticket();
+        let raceable = self
+            .last_terminal_at
+            .is_some_and(|at| now.saturating_duration_since(at) <= RACE_WINDOW);
         self.run = Some(Run {
             ticket,
             frame: frame.clone(),
             retries: 0,
+            raceable,
             awaiting_retry: false,
         });
         self.sent.push_back(Sent::Prompt);
         Ok((ticket, vec![Output::Send(frame)]))
     }
 
-    /// Resends a prompt refused by the race, when its [`Output::RetryAfter`]
-    /// is due. Does nothing if the run has ended meanwhile.
-    pub fn retry_due(&mut self, ticket: Ticket) -> Vec<Output> {
+    /// Resends a prompt or reset refused by the race, when its
+    /// [`Output::RetryAfter`] is due. Does nothing if it has settled meanwhile.
+    pub fn retry_due(&mut self, ticket: Ticket, now: Instant) -> Vec<Output> {
         if self.closed.is_some() {
             return Vec::new();
+        }
+        if let Some(index) = self.reset_retries.iter().position(|(t, _)| *t == ticket) {
+            let (ticket, retries) = self.reset_retries.remove(index);
+            if !self.reset_waiters.contains(&ticket) {
+                return Vec::new();
+            }
+            self.sent.push_back(Sent::Reset {
+                ticket,
+                sent_at: now,
+                retries,
+            });
+            return vec![Output::Send(frame(&Command::Reset))];
         }
         match &mut self.run {
             Some(run) if run.ticket == ticket && run.awaiting_retry => {
@@ -345,12 +389,16 @@ impl Session {
 
     /// Resets the conversation (an active run ends first, as cancelled).
     /// Settles `Done` on the `reset` event.
-    pub fn reset(&mut self) -> Result<Accepted, Refusal> {
+    pub fn reset(&mut self, now: Instant) -> Result<Accepted, Refusal> {
         self.open()?;
         let ticket = self.ticket();
         let mut outputs = self.abandon_retry();
         self.reset_waiters.push(ticket);
-        self.sent.push_back(Sent::Reset(ticket));
+        self.sent.push_back(Sent::Reset {
+            ticket,
+            sent_at: now,
+            retries: 0,
+        });
         outputs.push(Output::Send(frame(&Command::Reset)));
         Ok((ticket, outputs))
     }
@@ -432,7 +480,8 @@ impl Session {
 
     /// Processes one valid event, in stream order. Events before the first
     /// `ready` and after the session closed change nothing.
-    pub fn on_event(&mut self, signal: &Signal) -> Vec<Output> {
+    /// `now` is when it is processed (the race rules compare times).
+    pub fn on_event(&mut self, signal: &Signal, now: Instant) -> Vec<Output> {
         let mut out = Vec::new();
         if self.closed.is_some() {
             return out;
@@ -451,12 +500,13 @@ impl Session {
             Signal::RunStart => {
                 self.take(Ack::Prompt);
             }
-            Signal::RunComplete => self.end_run(Outcome::Completed, &mut out),
-            Signal::RunCancelled => self.end_run(Outcome::Cancelled, &mut out),
+            Signal::RunComplete => self.end_run(Outcome::Completed, now, &mut out),
+            Signal::RunCancelled => self.end_run(Outcome::Cancelled, now, &mut out),
             Signal::RunError { message } => self.end_run(
                 Outcome::Failed {
                     message: message.clone(),
                 },
+                now,
                 &mut out,
             ),
             Signal::CommandError { message } => self.command_error(message, &mut out),
@@ -540,7 +590,8 @@ impl Session {
         entry
     }
 
-    fn end_run(&mut self, outcome: Outcome, out: &mut Vec<Output>) {
+    fn end_run(&mut self, outcome: Outcome, now: Instant, out: &mut Vec<Output>) {
+        self.last_terminal_at = Some(now);
         self.close_approvals(out);
         if let Some(run) = self.run.take() {
             out.push(settled(run.ticket, outcome));
@@ -579,26 +630,45 @@ impl Session {
                     ));
                 }
             }
-            Some(Sent::Prompt) => match &mut self.run {
-                None => out.push(rejected()),
-                Some(run) if message == RUN_ALREADY_ACTIVE && run.retries < RACE_RETRIES => {
-                    run.retries += 1;
-                    run.awaiting_retry = true;
-                    out.push(Output::RetryAfter {
-                        ticket: run.ticket,
-                        after: RACE_RETRY_STEP * run.retries,
-                    });
+            Some(Sent::Prompt) => {
+                let cancelled_after = self
+                    .sent
+                    .iter()
+                    .any(|s| matches!(s, Sent::Cancel(_) | Sent::Reset { .. }));
+                match &mut self.run {
+                    None => out.push(rejected()),
+                    // The race, with a cancel or reset sent after the prompt:
+                    // resending would put the prompt behind them. The run
+                    // never started.
+                    Some(run)
+                        if message == RUN_ALREADY_ACTIVE && run.raceable && cancelled_after =>
+                    {
+                        let run = self.run.take().expect("matched Some");
+                        out.push(settled(run.ticket, Outcome::Cancelled));
+                    }
+                    Some(run)
+                        if message == RUN_ALREADY_ACTIVE
+                            && run.raceable
+                            && run.retries < RACE_RETRIES =>
+                    {
+                        run.retries += 1;
+                        run.awaiting_retry = true;
+                        out.push(Output::RetryAfter {
+                            ticket: run.ticket,
+                            after: RACE_RETRY_STEP * run.retries,
+                        });
+                    }
+                    Some(_) => {
+                        let run = self.run.take().expect("matched Some");
+                        out.push(settled(
+                            run.ticket,
+                            Outcome::Refused {
+                                message: message.to_owned(),
+                            },
+                        ));
+                    }
                 }
-                Some(_) => {
-                    let run = self.run.take().expect("matched Some");
-                    out.push(settled(
-                        run.ticket,
-                        Outcome::Refused {
-                            message: message.to_owned(),
-                        },
-                    ));
-                }
-            },
+            }
             Some(Sent::Cancel(ticket)) => {
                 if remove(&mut self.cancel_waiters, ticket) {
                     out.push(settled(
@@ -609,8 +679,26 @@ impl Session {
                     ));
                 }
             }
-            Some(Sent::Reset(ticket)) => {
-                if remove(&mut self.reset_waiters, ticket) {
+            Some(Sent::Reset {
+                ticket,
+                sent_at,
+                retries,
+            }) => {
+                // The reset race: its own cancel just ended the run, and
+                // nothing else was sent since: send it again shortly.
+                let ended_since = self.last_terminal_at.is_some_and(|at| at >= sent_at);
+                if message == RESET_WHILE_ACTIVE
+                    && ended_since
+                    && retries < RACE_RETRIES
+                    && self.sent.is_empty()
+                    && self.reset_waiters.contains(&ticket)
+                {
+                    self.reset_retries.push((ticket, retries + 1));
+                    out.push(Output::RetryAfter {
+                        ticket,
+                        after: RACE_RETRY_STEP * (retries + 1),
+                    });
+                } else if remove(&mut self.reset_waiters, ticket) {
                     out.push(settled(
                         ticket,
                         Outcome::Refused {
@@ -744,8 +832,66 @@ pub fn is_js_blank(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn now() -> Instant {
+        Instant::now()
+    }
+
     fn ready(session: &mut Session) {
-        assert!(session.on_event(&Signal::Ready).is_empty());
+        assert!(session.on_event(&Signal::Ready, now()).is_empty());
+    }
+
+    /// A run that has just completed, so the next prompt can meet the race.
+    fn after_a_run(session: &mut Session) {
+        ready(session);
+        session.prompt("first", now()).unwrap();
+        session.on_event(&Signal::RunStart, now());
+        session.on_event(&Signal::RunComplete, now());
+    }
+
+    #[test]
+    fn a_refusal_is_the_race_only_within_the_window_after_a_terminal_event() {
+        let mut s = Session::new();
+        ready(&mut s);
+        // No run before: a refusal is a refusal.
+        let (first, _) = s.prompt("go", now()).unwrap();
+        let out = s.on_event(
+            &Signal::CommandError {
+                message: RUN_ALREADY_ACTIVE.into(),
+            },
+            now(),
+        );
+        assert_eq!(
+            out,
+            [settled(
+                first,
+                Outcome::Refused {
+                    message: RUN_ALREADY_ACTIVE.into()
+                }
+            )]
+        );
+        // Long after the last terminal event: a refusal too.
+        let ended = now();
+        s.prompt("a", ended).unwrap();
+        s.on_event(&Signal::RunStart, ended);
+        s.on_event(&Signal::RunComplete, ended);
+        let (late, _) = s
+            .prompt("b", ended + RACE_WINDOW + Duration::from_millis(1))
+            .unwrap();
+        let out = s.on_event(
+            &Signal::CommandError {
+                message: RUN_ALREADY_ACTIVE.into(),
+            },
+            now(),
+        );
+        assert_eq!(
+            out,
+            [settled(
+                late,
+                Outcome::Refused {
+                    message: RUN_ALREADY_ACTIVE.into()
+                }
+            )]
+        );
     }
 
     #[test]
@@ -763,11 +909,14 @@ mod tests {
     fn a_second_answer_for_one_approval_is_refused_before_it_is_sent() {
         let mut s = Session::new();
         ready(&mut s);
-        let (_, _) = s.prompt("go").unwrap();
-        s.on_event(&Signal::RunStart);
-        s.on_event(&Signal::ApprovalPending {
-            request_id: "a".into(),
-        });
+        let (_, _) = s.prompt("go", now()).unwrap();
+        s.on_event(&Signal::RunStart, now());
+        s.on_event(
+            &Signal::ApprovalPending {
+                request_id: "a".into(),
+            },
+            now(),
+        );
         let (first, sent) = s.approve("a", true, None).unwrap();
         assert_eq!(sent.len(), 1);
         assert_eq!(
@@ -775,9 +924,12 @@ mod tests {
             Err(Refusal::ApprovalAnswered("a".into()))
         );
         assert_eq!(
-            s.on_event(&Signal::ApprovalResolved {
-                request_id: "a".into()
-            }),
+            s.on_event(
+                &Signal::ApprovalResolved {
+                    request_id: "a".into()
+                },
+                now()
+            ),
             [settled(first, Outcome::Resolved)]
         );
         assert_eq!(
@@ -789,11 +941,14 @@ mod tests {
     #[test]
     fn cancel_while_a_refused_prompt_waits_ends_the_run_as_cancelled() {
         let mut s = Session::new();
-        ready(&mut s);
-        let (run, _) = s.prompt("go").unwrap();
-        let out = s.on_event(&Signal::CommandError {
-            message: RUN_ALREADY_ACTIVE.into(),
-        });
+        after_a_run(&mut s);
+        let (run, _) = s.prompt("go", now()).unwrap();
+        let out = s.on_event(
+            &Signal::CommandError {
+                message: RUN_ALREADY_ACTIVE.into(),
+            },
+            now(),
+        );
         assert_eq!(
             out,
             [Output::RetryAfter {
@@ -809,19 +964,22 @@ mod tests {
                 settled(cancel, Outcome::Done)
             ]
         );
-        assert!(s.retry_due(run).is_empty());
+        assert!(s.retry_due(run, now()).is_empty());
         assert!(!s.run_active());
     }
 
     #[test]
     fn the_race_retry_gives_up_after_its_budget() {
         let mut s = Session::new();
-        ready(&mut s);
-        let (run, _) = s.prompt("go").unwrap();
+        after_a_run(&mut s);
+        let (run, _) = s.prompt("go", now()).unwrap();
         for n in 1..=RACE_RETRIES {
-            let out = s.on_event(&Signal::CommandError {
-                message: RUN_ALREADY_ACTIVE.into(),
-            });
+            let out = s.on_event(
+                &Signal::CommandError {
+                    message: RUN_ALREADY_ACTIVE.into(),
+                },
+                now(),
+            );
             assert_eq!(
                 out,
                 [Output::RetryAfter {
@@ -829,11 +987,14 @@ mod tests {
                     after: RACE_RETRY_STEP * n
                 }]
             );
-            assert_eq!(s.retry_due(run).len(), 1);
+            assert_eq!(s.retry_due(run, now()).len(), 1);
         }
-        let out = s.on_event(&Signal::CommandError {
-            message: RUN_ALREADY_ACTIVE.into(),
-        });
+        let out = s.on_event(
+            &Signal::CommandError {
+                message: RUN_ALREADY_ACTIVE.into(),
+            },
+            now(),
+        );
         assert_eq!(
             out,
             [settled(
@@ -850,7 +1011,10 @@ mod tests {
         let mut s = Session::new();
         ready(&mut s);
         let long = "x".repeat(crate::command::MAX_COMMAND_CODE_POINTS);
-        assert!(matches!(s.prompt(&long), Err(Refusal::NotEncodable(_))));
+        assert!(matches!(
+            s.prompt(&long, now()),
+            Err(Refusal::NotEncodable(_))
+        ));
         assert!(!s.run_active());
     }
 
@@ -876,7 +1040,7 @@ mod tests {
                 Output::Closed(close.clone())
             ]
         );
-        assert_eq!(s.prompt("x").unwrap_err(), Refusal::Closed(close));
+        assert_eq!(s.prompt("x", now()).unwrap_err(), Refusal::Closed(close));
         let (c, out) = s.shutdown();
         assert_eq!(out, [settled(c, Outcome::Done)]);
     }

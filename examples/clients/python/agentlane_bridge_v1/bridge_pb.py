@@ -163,7 +163,7 @@ _InvalidLineFields: TypeAlias = Literal["seq", "message", "fields", "line_head",
 
 class InvalidLine(Message[_InvalidLineFields]):
     """
-    A backend stdout line that is not a valid event (PROTOCOL.md §7).
+    A backend stdout line that is not a valid event (docs/protocol.md §7).
 
     ```proto
     message agentlane.bridge.v1.InvalidLine

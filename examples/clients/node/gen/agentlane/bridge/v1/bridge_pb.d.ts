@@ -151,7 +151,7 @@ export declare type BridgeEvent = Message<"agentlane.bridge.v1.BridgeEvent"> & {
 export declare const BridgeEventSchema: GenMessage<BridgeEvent>;
 
 /**
- * A backend stdout line that is not a valid event (PROTOCOL.md §7).
+ * A backend stdout line that is not a valid event (docs/protocol.md §7).
  *
  * @generated from message agentlane.bridge.v1.InvalidLine
  */
