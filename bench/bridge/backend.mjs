@@ -14,22 +14,11 @@
 // bench/stream/writer.mjs for why).
 import { closeSync, openSync, readSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { blocking } from "../stream/blocking.mjs";
 
 const dir = process.argv[2];
 const chunk = Buffer.allocUnsafe(1 << 20);
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
 const envelope = (type, fields = {}) => `${JSON.stringify({ protocol_version: "1.0", type, ts: 1767225600.5, ...fields })}\n`;
-
-function blocking(io) {
-  for (;;) {
-    try {
-      return io();
-    } catch (error) {
-      if (error.code !== "EAGAIN") throw error;
-      Atomics.wait(sleeper, 0, 0, 1);
-    }
-  }
-}
 
 function write(text) {
   const bytes = Buffer.from(text);

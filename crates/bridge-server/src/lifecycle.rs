@@ -49,12 +49,7 @@ impl Lifecycle {
 
     /// Resolves with the grace once a shutdown was asked for.
     pub async fn stop_requested(&self) -> Duration {
-        let mut stop = self.stop.subscribe();
-        let grace = *stop
-            .wait_for(Option::is_some)
-            .await
-            .expect("the sender lives in self");
-        grace.expect("waited for Some")
+        first_value(&self.stop).await
     }
 
     pub fn mark_killed(&self) {
@@ -68,11 +63,16 @@ impl Lifecycle {
 
     /// Resolves once the backend has exited and its output was processed.
     pub async fn exited(&self) -> ExitReport {
-        let mut exit = self.exit.subscribe();
-        let report = *exit
-            .wait_for(Option::is_some)
-            .await
-            .expect("the sender lives in self");
-        report.expect("waited for Some")
+        first_value(&self.exit).await
     }
+}
+
+/// The value of a watch that starts empty and is set once.
+async fn first_value<T: Copy>(cell: &watch::Sender<Option<T>>) -> T {
+    let mut receiver = cell.subscribe();
+    let value = *receiver
+        .wait_for(Option::is_some)
+        .await
+        .expect("the sender lives as long as the lifecycle");
+    value.expect("waited for Some")
 }

@@ -43,9 +43,7 @@ fn bridge_event(item: &Item) -> pb::BridgeEvent {
     }
 }
 
-fn event_field(
-    event: &Option<Shared>,
-) -> buffa::MessageField<pb::BridgeEvent, buffa::Inline<pb::BridgeEvent>> {
+fn event_field(event: &Option<Shared>) -> EventField {
     event.as_deref().map(bridge_event).into()
 }
 
@@ -83,6 +81,24 @@ async fn settled(
     })
 }
 
+type EventField = buffa::MessageField<pb::BridgeEvent, buffa::Inline<pb::BridgeEvent>>;
+
+/// Waits for a request's settlement: the answer built from the settling
+/// event when it is `success`, the matching Connect error otherwise.
+async fn answer<T>(
+    conversation: &Conversation,
+    waiting: tokio::sync::oneshot::Receiver<Settlement>,
+    success: Outcome,
+    build: impl FnOnce(EventField) -> T,
+) -> ServiceResult<T> {
+    let settlement = settled(conversation, waiting).await?;
+    if settlement.outcome == success {
+        Response::ok(build(event_field(&settlement.event)))
+    } else {
+        Err(settlement_error(conversation, &settlement))
+    }
+}
+
 pub struct Agent {
     pub conversation: Arc<Conversation>,
 }
@@ -117,14 +133,13 @@ impl pb::AgentService for Agent {
         let waiting = self
             .conversation
             .approve(request.id, request.allowed, request.reason)?;
-        let settlement = settled(&self.conversation, waiting).await?;
-        match settlement.outcome {
-            Outcome::Resolved => Response::ok(pb::ApproveResponse {
-                resolved: event_field(&settlement.event),
+        answer(&self.conversation, waiting, Outcome::Resolved, |resolved| {
+            pb::ApproveResponse {
+                resolved,
                 ..Default::default()
-            }),
-            _ => Err(settlement_error(&self.conversation, &settlement)),
-        }
+            }
+        })
+        .await
     }
 
     async fn cancel(
@@ -133,14 +148,13 @@ impl pb::AgentService for Agent {
         _request: ServiceRequest<'_, pb::CancelRequest>,
     ) -> ServiceResult<pb::CancelResponse> {
         let waiting = self.conversation.cancel()?;
-        let settlement = settled(&self.conversation, waiting).await?;
-        match settlement.outcome {
-            Outcome::Done => Response::ok(pb::CancelResponse {
-                event: event_field(&settlement.event),
+        answer(&self.conversation, waiting, Outcome::Done, |event| {
+            pb::CancelResponse {
+                event,
                 ..Default::default()
-            }),
-            _ => Err(settlement_error(&self.conversation, &settlement)),
-        }
+            }
+        })
+        .await
     }
 
     async fn reset(
@@ -149,14 +163,13 @@ impl pb::AgentService for Agent {
         _request: ServiceRequest<'_, pb::ResetRequest>,
     ) -> ServiceResult<pb::ResetResponse> {
         let waiting = self.conversation.reset()?;
-        let settlement = settled(&self.conversation, waiting).await?;
-        match settlement.outcome {
-            Outcome::Done => Response::ok(pb::ResetResponse {
-                event: event_field(&settlement.event),
+        answer(&self.conversation, waiting, Outcome::Done, |event| {
+            pb::ResetResponse {
+                event,
                 ..Default::default()
-            }),
-            _ => Err(settlement_error(&self.conversation, &settlement)),
-        }
+            }
+        })
+        .await
     }
 
     async fn configure(

@@ -4,35 +4,20 @@ whole process group.
 
 Run: ``python tests/e2e/backends/stubborn_group.py [ignored args…]``.
 
-It starts a child Python that ignores SIGTERM, SIGINT and SIGHUP and sleeps
-(in the same process group), writes ``child <pid>`` to stderr and a valid
-``ready`` line to stdout, then ignores the same signals, every command
-(``shutdown`` included) and stdin EOF. Only SIGKILL ends either of them.
+It starts ``ignores_shutdown.py`` as a child in the same process group (its
+stdout and stdin detached), writes ``child <pid>`` to stderr, then becomes
+``ignores_shutdown.py`` itself: a valid ``ready`` line, then SIGTERM,
+SIGINT, SIGHUP, every command and stdin EOF ignored. Only SIGKILL ends
+either of them.
 """
 
-import json
-import signal
+import runpy
 import subprocess
 import sys
-import time
+from pathlib import Path
 
-IGNORE = "import signal, time\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\ntime.sleep(3600)\n"
-
-for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(sig, signal.SIG_IGN)
-
-child = subprocess.Popen([sys.executable, "-c", IGNORE])
+stubborn = str(Path(__file__).with_name("ignores_shutdown.py"))
+child = subprocess.Popen([sys.executable, stubborn], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 sys.stderr.write(f"child {child.pid}\n")
 sys.stderr.flush()
-ready = {
-    "protocol_version": "1.0", "type": "ready", "ts": round(time.time(), 3),
-    "version": "0.22.0", "package": "agentlane-process-bridge",
-    "metadata": {"app": "stubborn-group"},
-}
-sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
-sys.stdout.flush()
-
-for _ in sys.stdin:  # swallow commands, including shutdown
-    pass
-while True:
-    time.sleep(3600)
+runpy.run_path(stubborn, run_name="__main__")

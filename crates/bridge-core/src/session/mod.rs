@@ -840,6 +840,25 @@ mod tests {
         assert!(session.on_event(&Signal::Ready, now()).is_empty());
     }
 
+    /// The backend's refusal of a prompt while its run slot is taken.
+    fn race(session: &mut Session) -> Vec<Output> {
+        session.on_event(
+            &Signal::CommandError {
+                message: RUN_ALREADY_ACTIVE.into(),
+            },
+            now(),
+        )
+    }
+
+    fn refused(ticket: Ticket) -> Output {
+        settled(
+            ticket,
+            Outcome::Refused {
+                message: RUN_ALREADY_ACTIVE.into(),
+            },
+        )
+    }
+
     /// A run that has just completed, so the next prompt can meet the race.
     fn after_a_run(session: &mut Session) {
         ready(session);
@@ -854,21 +873,8 @@ mod tests {
         ready(&mut s);
         // No run before: a refusal is a refusal.
         let (first, _) = s.prompt("go", now()).unwrap();
-        let out = s.on_event(
-            &Signal::CommandError {
-                message: RUN_ALREADY_ACTIVE.into(),
-            },
-            now(),
-        );
-        assert_eq!(
-            out,
-            [settled(
-                first,
-                Outcome::Refused {
-                    message: RUN_ALREADY_ACTIVE.into()
-                }
-            )]
-        );
+        let out = race(&mut s);
+        assert_eq!(out, [refused(first)]);
         // Long after the last terminal event: a refusal too.
         let ended = now();
         s.prompt("a", ended).unwrap();
@@ -877,21 +883,8 @@ mod tests {
         let (late, _) = s
             .prompt("b", ended + RACE_WINDOW + Duration::from_millis(1))
             .unwrap();
-        let out = s.on_event(
-            &Signal::CommandError {
-                message: RUN_ALREADY_ACTIVE.into(),
-            },
-            now(),
-        );
-        assert_eq!(
-            out,
-            [settled(
-                late,
-                Outcome::Refused {
-                    message: RUN_ALREADY_ACTIVE.into()
-                }
-            )]
-        );
+        let out = race(&mut s);
+        assert_eq!(out, [refused(late)]);
     }
 
     #[test]
@@ -943,12 +936,7 @@ mod tests {
         let mut s = Session::new();
         after_a_run(&mut s);
         let (run, _) = s.prompt("go", now()).unwrap();
-        let out = s.on_event(
-            &Signal::CommandError {
-                message: RUN_ALREADY_ACTIVE.into(),
-            },
-            now(),
-        );
+        let out = race(&mut s);
         assert_eq!(
             out,
             [Output::RetryAfter {
@@ -974,12 +962,7 @@ mod tests {
         after_a_run(&mut s);
         let (run, _) = s.prompt("go", now()).unwrap();
         for n in 1..=RACE_RETRIES {
-            let out = s.on_event(
-                &Signal::CommandError {
-                    message: RUN_ALREADY_ACTIVE.into(),
-                },
-                now(),
-            );
+            let out = race(&mut s);
             assert_eq!(
                 out,
                 [Output::RetryAfter {
@@ -989,21 +972,8 @@ mod tests {
             );
             assert_eq!(s.retry_due(run, now()).len(), 1);
         }
-        let out = s.on_event(
-            &Signal::CommandError {
-                message: RUN_ALREADY_ACTIVE.into(),
-            },
-            now(),
-        );
-        assert_eq!(
-            out,
-            [settled(
-                run,
-                Outcome::Refused {
-                    message: RUN_ALREADY_ACTIVE.into()
-                }
-            )]
-        );
+        let out = race(&mut s);
+        assert_eq!(out, [refused(run)]);
     }
 
     #[test]
