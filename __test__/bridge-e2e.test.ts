@@ -65,8 +65,11 @@ describe("agentlane-bridge: a conversation with the real backend", () => {
     for (const subscriber of subscribers) {
       await subscriber.until((e) => e.seq === last.seq, "the run's last event on Subscribe");
       const mirrored = subscriber.events.filter((e) => e.seq >= run.events[0].seq && e.seq <= last.seq);
-      expect(mirrored.map((e) => [e.seq, e.type, e.json])).toEqual(run.events.map((e) => [e.seq, e.type, e.json]));
+      expect(mirrored.map((e) => [e.seq, e.type, e.event])).toEqual(run.events.map((e) => [e.seq, e.type, e.event]));
+      // One event per message: the exact lines; batches: the same values.
+      if (mirrored[0].json !== null) expect(mirrored.map((e) => e.json)).toEqual(run.events.map((e) => e.json));
     }
+    expect(subscribers[1].events.some((e) => e.json === null)).toBe(true); // it did get batches
     // The ready line was line 1.
     const version = await bridge.client(BridgeControlService).getVersion({});
     expect(JSON.parse(version.readyJson).type).toBe("ready");
@@ -228,7 +231,7 @@ describe("agentlane-bridge: a conversation with the real backend", () => {
       expect(result.length).toBe(size);
       expect(result.slice(0, 32)).toBe("0123456789abcdef0123456789abcdef");
       expect(result === "0123456789abcdef".repeat(size / 16)).toBe(true);
-      expect(toolEnd.json.length).toBeGreaterThan(size);
+      expect(toolEnd.json!.length).toBeGreaterThan(size);
       expect(run.events.at(-1)!.event.final_output).toBe(`Received ${size + 2} bytes of JSON`);
     }
     await agent.reset({});

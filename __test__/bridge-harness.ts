@@ -41,17 +41,17 @@ export function start(args: string[], options: StartOptions = {}): Promise<Bridg
   return startBridge(args, { bridge: bridgeBinary, ...options });
 }
 
-/** A parsed backend event with its stream position. */
+/** A parsed backend event with its stream position (`json`: its exact line; null when it came in a batch). */
 export interface Seen {
   seq: bigint;
   type: string;
-  json: string;
+  json: string | null;
   event: any;
 }
 
 type Event = { seq: bigint; type: string; json: string };
 type Item = {
-  item: { case: "event"; value: Event } | { case: "invalidLine"; value: any } | { case: "batch"; value: { events: Event[] } } | { case: undefined };
+  item: { case: "event"; value: Event } | { case: "invalidLine"; value: any } | { case: "batch"; value: { firstSeq: bigint; json: string } } | { case: undefined };
 };
 
 function seen(value: { seq: bigint; type: string; json: string }): Seen {
@@ -71,8 +71,11 @@ export async function collect(stream: AsyncIterable<Item>, each?: (event: Seen) 
   try {
     for await (const { item } of stream) {
       if (item.case === "event" || item.case === "batch") {
-        for (const value of item.case === "event" ? [item.value] : item.value.events) {
-          const event = seen(value);
+        const events =
+          item.case === "event"
+            ? [seen(item.value)]
+            : (JSON.parse(item.value.json) as any[]).map((event, i) => ({ seq: item.value.firstSeq + BigInt(i), type: event.type, json: null, event }));
+        for (const event of events) {
           out.events.push(event);
           await each?.(event);
         }

@@ -95,7 +95,7 @@ function subscribe(batched) {
   const controller = new AbortController();
   const done = (async () => {
     for await (const { item } of agent.subscribe({ batched }, { signal: controller.signal })) {
-      if (item.case === "batch") for (const event of item.value.events) viaBridge.seen(JSON.parse(event.json));
+      if (item.case === "batch") for (const event of JSON.parse(item.value.json)) viaBridge.seen(event);
       else if (item.case === "event") viaBridge.seen(JSON.parse(item.value.json));
     }
   })().catch((error) => {

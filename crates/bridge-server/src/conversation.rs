@@ -79,14 +79,19 @@ pub struct StartFailure {
 #[derive(Debug)]
 pub enum Out {
     One(Shared),
-    Batch(Vec<Shared>),
+    /// Consecutive events from `first_seq` on, their lines joined as one
+    /// JSON array text (built once, shared by every batched subscriber).
+    Batch {
+        first_seq: u64,
+        json: Arc<String>,
+    },
 }
 
 impl Out {
     fn size(&self) -> usize {
         match self {
             Out::One(item) => item.size(),
-            Out::Batch(items) => items.iter().map(|item| item.size()).sum(),
+            Out::Batch { json, .. } => json.len(),
         }
     }
 }
@@ -607,7 +612,31 @@ fn flush(subscribers: &mut Vec<Outlet>, batch: &mut Vec<Shared>) {
         return;
     }
     let events = std::mem::take(batch);
-    subscribers.retain(|outlet| !outlet.batched || outlet.push(Out::Batch(events.clone())));
+    if !subscribers.iter().any(|outlet| outlet.batched) {
+        return;
+    }
+    let first_seq = match &*events[0] {
+        Item::Event { seq, .. } | Item::Invalid { seq, .. } => *seq,
+    };
+    let mut json = String::with_capacity(events.iter().map(|e| e.size() + 1).sum::<usize>() + 1);
+    json.push('[');
+    for (i, event) in events.iter().enumerate() {
+        if let Item::Event { line, .. } = &**event {
+            if i > 0 {
+                json.push(',');
+            }
+            json.push_str(line);
+        }
+    }
+    json.push(']');
+    let json = Arc::new(json);
+    subscribers.retain(|outlet| {
+        !outlet.batched
+            || outlet.push(Out::Batch {
+                first_seq,
+                json: json.clone(),
+            })
+    });
 }
 
 /// The run's terminal settlement ends its `Prompt` stream: OK after the

@@ -14,7 +14,7 @@ use buffa::bytes::Bytes;
 use connectrpc::{CodecFormat, ConnectError, Encodable, EncodedBody};
 use serde::Serialize;
 
-use crate::conversation::{Item, Out, Shared};
+use crate::conversation::{Item, Out};
 use crate::proto::agentlane::bridge::v1 as pb;
 use pb::__buffa::view::{BridgeEventView, InvalidLineView};
 
@@ -53,7 +53,8 @@ enum JsonItem<'a> {
         code: &'a str,
     },
     Batch {
-        events: Vec<JsonEvent<'a>>,
+        first_seq: String,
+        json: &'a str,
     },
 }
 
@@ -128,8 +129,9 @@ impl Outgoing {
                     code,
                 },
             },
-            Out::Batch(items) => JsonItem::Batch {
-                events: items.iter().filter_map(|item| json_event(item)).collect(),
+            Out::Batch { first_seq, json } => JsonItem::Batch {
+                first_seq: first_seq.to_string(),
+                json,
             },
         };
         serde_json::to_vec(&item)
@@ -144,7 +146,7 @@ impl Outgoing {
                 Item::Event { line, .. } => Some(Bytes::from_owner(LineOwner(line.clone()))),
                 Item::Invalid { .. } => None,
             },
-            Out::Batch(_) => None,
+            Out::Batch { json, .. } => Some(Bytes::from_owner(LineOwner(json.clone()))),
         }
     }
 }
@@ -162,9 +164,9 @@ macro_rules! outgoing_as {
                         (None, Some(invalid)) => Case::InvalidLine(Box::new(invalid)),
                         (None, None) => unreachable!("an item is an event or an invalid line"),
                     },
-                    Out::Batch(items) => {
-                        let batch: fn(&[Shared]) -> Option<Case<'_>> = $batch;
-                        batch(items).ok_or_else(|| {
+                    Out::Batch { first_seq, json } => {
+                        let batch: fn(u64, &str) -> Option<Case<'_>> = $batch;
+                        batch(*first_seq, json).ok_or_else(|| {
                             ConnectError::internal("a batch on a stream that has no batches")
                         })?
                     }
@@ -205,18 +207,17 @@ outgoing_as!(
     pb::PromptResponse,
     PromptResponseView,
     prompt_response,
-    |_| None
+    |_, _| None
 );
 outgoing_as!(
     pb::SubscribeResponse,
     SubscribeResponseView,
     subscribe_response,
-    |items| {
+    |first_seq, json| {
         Some(pb::__buffa::view::oneof::subscribe_response::Item::Batch(
             Box::new(pb::__buffa::view::EventBatchView {
-                events: buffa::RepeatedView::new(
-                    items.iter().filter_map(|item| event_view(item)).collect(),
-                ),
+                first_seq,
+                json,
                 ..Default::default()
             }),
         ))
@@ -328,33 +329,21 @@ mod tests {
     #[test]
     fn a_batch_is_one_subscribe_message_in_both_codecs_and_no_prompt_message() {
         use buffa::Message;
-        let items: Vec<Shared> = (1..=3)
-            .map(|seq| {
-                Arc::new(Item::Event {
-                    seq,
-                    event_type: EventType::RunEvent,
-                    line: Arc::new(format!(r#"{{"n":{seq},"s":"\u00e9 \"q\""}}"#)),
-                })
-            })
-            .collect();
+        let json = Arc::new(r#"[{"n":1,"s":"\u00e9 \"q\""},{"n":2}]"#.to_owned());
         let want = pb::SubscribeResponse {
             item: Some(pb::__buffa::oneof::subscribe_response::Item::Batch(
                 Box::new(pb::EventBatch {
-                    events: items
-                        .iter()
-                        .map(|item| match expected(item).item {
-                            Some(pb::__buffa::oneof::subscribe_response::Item::Event(event)) => {
-                                *event
-                            }
-                            other => panic!("{other:?}"),
-                        })
-                        .collect(),
+                    first_seq: 41,
+                    json: json.to_string(),
                     ..Default::default()
                 }),
             )),
             ..Default::default()
         };
-        let outgoing = Outgoing(Out::Batch(items));
+        let outgoing = Outgoing(Out::Batch {
+            first_seq: 41,
+            json,
+        });
         let proto = <Outgoing as Encodable<pb::SubscribeResponse>>::encode_segments(
             &outgoing,
             CodecFormat::Proto,

@@ -80,36 +80,48 @@ class SubscribeResponse(Message[_SubscribeResponseFields]):
 
         item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | None
 
-_EventBatchFields: TypeAlias = Literal["events"]
+_EventBatchFields: TypeAlias = Literal["first_seq", "json"]
 
 class EventBatch(Message[_EventBatchFields]):
     """
-    Consecutive backend events, in order, that came from the backend
-    together (an invalid line in between travels as its own item).
+    Consecutive backend events that came from the backend together (an
+    invalid line in between travels as its own item), as one JSON array so
+    that a client parses the whole batch at once.
 
     ```proto
     message agentlane.bridge.v1.EventBatch
     ```
 
     Attributes:
-        events:
+        first_seq:
+            The sequence number of the first event; the i-th has first_seq + i.
+
             ```proto
-            repeated agentlane.bridge.v1.BridgeEvent events = 1;
+            uint64 first_seq = 1;
+            ```
+        json:
+            The events' exact lines joined as one JSON array text, `[line,line,…]`
+            (each event's `type` is inside it).
+
+            ```proto
+            string json = 2;
             ```
     """
 
-    __slots__ = ("events",)
+    __slots__ = ("first_seq", "json")
 
     if TYPE_CHECKING:
 
         def __init__(
             self,
             *,
-            events: list[BridgeEvent] | None = None,
+            first_seq: int = 0,
+            json: str = "",
         ) -> None:
             pass
 
-        events: list[BridgeEvent]
+        first_seq: int
+        json: str
 
 _BridgeEventFields: TypeAlias = Literal["seq", "type", "json"]
 
@@ -743,7 +755,7 @@ class SubscribeRequest(Message[_SubscribeRequestFields]):
         batched:
             Receive events in batches (`SubscribeResponse.batch`) instead of one per
             message. For observers of busy backends: a client's cost per stream
-            message is several times its cost per event.
+            message and per parse is several times its cost per event.
 
             ```proto
             bool batched = 1;
@@ -765,7 +777,7 @@ class SubscribeRequest(Message[_SubscribeRequestFields]):
 
 
 _DESC = file_desc(
-    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\x99\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLineB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"F\n\nEventBatch\x128\n\x06events\x18\x01 \x03(\x0b2 .agentlane.bridge.v1.BridgeEventR\x06events"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"#\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text"b\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"\x0f\n\rCancelRequest"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\x0e\n\x0cResetRequest"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"1\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event",\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched2\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
+    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\x99\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLineB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"#\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text"b\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"\x0f\n\rCancelRequest"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\x0e\n\x0cResetRequest"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"1\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event",\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched2\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
     [],
     {
         "PromptResponse": PromptResponse,

@@ -98,16 +98,27 @@ export declare type SubscribeResponse = Message<"agentlane.bridge.v1.SubscribeRe
 export declare const SubscribeResponseSchema: GenMessage<SubscribeResponse>;
 
 /**
- * Consecutive backend events, in order, that came from the backend
- * together (an invalid line in between travels as its own item).
+ * Consecutive backend events that came from the backend together (an
+ * invalid line in between travels as its own item), as one JSON array so
+ * that a client parses the whole batch at once.
  *
  * @generated from message agentlane.bridge.v1.EventBatch
  */
 export declare type EventBatch = Message<"agentlane.bridge.v1.EventBatch"> & {
   /**
-   * @generated from field: repeated agentlane.bridge.v1.BridgeEvent events = 1;
+   * The sequence number of the first event; the i-th has first_seq + i.
+   *
+   * @generated from field: uint64 first_seq = 1;
    */
-  events: BridgeEvent[];
+  firstSeq: bigint;
+
+  /**
+   * The events' exact lines joined as one JSON array text, `[line,line,…]`
+   * (each event's `type` is inside it).
+   *
+   * @generated from field: string json = 2;
+   */
+  json: string;
 };
 
 /**
@@ -536,7 +547,7 @@ export declare type SubscribeRequest = Message<"agentlane.bridge.v1.SubscribeReq
   /**
    * Receive events in batches (`SubscribeResponse.batch`) instead of one per
    * message. For observers of busy backends: a client's cost per stream
-   * message is several times its cost per event.
+   * message and per parse is several times its cost per event.
    *
    * @generated from field: bool batched = 1;
    */
