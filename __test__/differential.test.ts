@@ -12,6 +12,12 @@ import { BridgeDecodeError } from "../lib/index";
 import { decodeViaText, decodeViaValue } from "../lib/codec";
 import { zodDecodeBridgeEventLine } from "../bench/zod-baseline";
 import { examples, repoRoot } from "./helpers";
+import { verdicts } from "./verdicts";
+
+// Every line judged here, recorded for the cross-architecture comparison
+// (scripts/cross-arm64.sh) when PBN_VERDICTS_DIR is set.
+const mutatedVerdicts = verdicts("differential-mutations");
+const damagedVerdicts = verdicts("differential-text-damage");
 
 // ---- deterministic randomness -------------------------------------------
 
@@ -255,6 +261,7 @@ describe("native decoder vs the zod baseline on mutated events", () => {
       const extra = Math.floor(rng() * 3);
       for (let k = 0; k < extra; k++) pick(rng, MUTATIONS)[1](rng, tree);
       const line = toText(rng() < 0.25 ? duplicateKey(rng, tree) : tree);
+      mutatedVerdicts.record(line);
 
       const zod = normalize(outcome(zodDecodeBridgeEventLine, line));
       const text = normalize(outcome(decodeViaText, line));
@@ -288,6 +295,7 @@ describe("native decoder vs JSON.parse on raw text damage", () => {
         else if (op < 0.8) line = line.slice(0, at) + pick(rng, alphabet) + line.slice(at);
         else line = line.slice(0, at);
       }
+      damagedVerdicts.record(line);
       let parses = true;
       try {
         JSON.parse(line);

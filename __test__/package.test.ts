@@ -10,10 +10,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "./helpers";
+// @ts-expect-error: a plain ES module script, without types.
+import { stageSupervisor } from "../scripts/stage-supervisor.mjs";
 
 const scratch = mkdtempSync(join(tmpdir(), "pbn-package-"));
 let mainTarball = "";
 let platformTarball = "";
+/** This machine's platform package (npm/<platform>). */
+let platform = "";
 
 function npm(args: string[], cwd: string): string {
   return execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
@@ -29,26 +33,33 @@ function project(name: string, tarballs: string[]): string {
 
 beforeAll(() => {
   mainTarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
-  const platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`);
+  platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`) ?? "";
   if (!platform) throw new Error(`no npm/ folder for ${process.platform}-${process.arch}`);
-  const binary = readdirSync(repoRoot).find((f) => f.endsWith(".node"))!;
+  // This platform's binary: scripts/cross-arm64.sh puts an arm64 one beside it for a while.
+  const binary = `process-bridge-native.${platform}.node`;
   const staged = join(scratch, "platform-package");
   mkdirSync(staged);
   copyFileSync(join(repoRoot, "npm", platform, "package.json"), join(staged, "package.json"));
   copyFileSync(join(repoRoot, binary), join(staged, binary));
+  // The supervisor goes in the same package, as the release's publish job puts it there.
+  stageSupervisor(join(repoRoot, `process-bridge-supervisor.${platform}`), staged);
   platformTarball = join(scratch, npm(["pack", "--pack-destination", scratch], staged).trim().split("\n").at(-1)!);
 }, 120_000);
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe("the packed package", () => {
-  it("ships the built API and the loader, not sources or binaries", () => {
+  it("ships the built API, the loader and the Rust sources to build from, not binaries or tests", () => {
     const listing = execFileSync("tar", ["-tzf", mainTarball], { encoding: "utf8" }).split("\n");
     expect(listing).toContain("package/dist/index.js");
     expect(listing).toContain("package/dist/index.mjs");
     expect(listing).toContain("package/dist/index.d.ts");
     expect(listing).toContain("package/index.js");
-    expect(listing.some((f) => f.endsWith(".node") || f.includes("/src/") || f.includes("/crates/"))).toBe(false);
+    // For scripts/build-from-source.mjs on a platform without a prebuilt binary (source-build.test.ts).
+    for (const file of ["scripts/build-from-source.mjs", "Cargo.toml", "Cargo.lock", "src/lib.rs", "crates/bridge-core/src/lib.rs"]) {
+      expect(listing).toContain(`package/${file}`);
+    }
+    expect(listing.some((f) => f.endsWith(".node") || /\/(tests|fuzz|examples|__test__|bench)\//.test(f))).toBe(false);
   });
 
   it("installs into a fresh project and completes a conversation, via require and import", () => {
@@ -85,6 +96,34 @@ describe("the packed package", () => {
       { cwd: dir, encoding: "utf8" },
     );
     expect(identity.stdout.trim()).toBe("true");
+  });
+
+  it("ships the supervisor in the platform package", () => {
+    const listing = execFileSync("tar", ["-tzf", platformTarball], { encoding: "utf8" }).split("\n");
+    expect(listing).toContain(`package/process-bridge-supervisor.${platform}`);
+    expect(listing).toContain(`package/process-bridge-native.${platform}.node`);
+  });
+
+  it("serves the testing kit as ./testing, via require and import, with its backend inside the package", () => {
+    const dir = join(scratch, "consumer");
+    const check = (load: string) => `
+      ${load}
+      const fake = scriptedBackend({ runs: [{ steps: [{ text: "Hi from the kit." }] }] });
+      createAgentSession({ backend: fake.backend }).then(async (session) => {
+        const result = await session.run("hello");
+        await session.close();
+        console.log(result.finalOutput, fake.commands().map((c) => c.type).join(","), session.process.mode);
+        fake.dispose();
+      });
+    `;
+    writeFileSync(join(dir, "kit.cjs"), check('const { createAgentSession } = require("@agentlanejs/process-bridge-native"); const { scriptedBackend } = require("@agentlanejs/process-bridge-native/testing");'));
+    writeFileSync(join(dir, "kit.mjs"), check('import { createAgentSession } from "@agentlanejs/process-bridge-native"; import { scriptedBackend } from "@agentlanejs/process-bridge-native/testing";'));
+    for (const script of ["kit.cjs", "kit.mjs"]) {
+      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+      expect(result.stderr).toBe("");
+      // Supervised: the supervisor was found in the platform package.
+      expect(result.stdout).toBe("Hi from the kit. prompt,shutdown supervised\n");
+    }
   });
 
   it("explains a missing platform binary: names the platform and what to do", () => {

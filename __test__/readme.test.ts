@@ -19,6 +19,12 @@ function snippet(name: string): string {
   return block![1];
 }
 
+describe("README examples", () => {
+  it("the testing kit's example is examples/testing/app.test.ts, which the suite runs", () => {
+    expect(snippet("testing")).toBe(readFileSync(join(repoRoot, "examples", "testing", "app.test.ts"), "utf8"));
+  });
+});
+
 describe.runIf(existsSync(join(repoRoot, ".venv", "bin", "uv")))("README snippets", () => {
   it("the session snippet runs the demo backend as written and exits by itself", () => {
     // In the package root, so that the package's own name resolves to it.

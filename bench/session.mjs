@@ -1,14 +1,19 @@
 // Session layer benchmark: a long conversation (thousands of text deltas,
 // many tool calls with approvals) from a scripted backend in a real child
 // process. JS-thread time (event-loop utilization, main thread only) during
-// the run, with the session layer (createAgentSession + run) against the
-// process wiring alone (spawnBridgeProcess + a counting onEvent): the
-// difference is what the session layer costs per event.
+// the run, with the session layer (createAgentSession + run with callbacks,
+// and the same run consumed through session.stream()) against the process
+// wiring alone (spawnBridgeProcess + a counting onEvent): the difference is
+// what the session layer costs per event. That difference also carries the
+// effects of sharing the machine's cores with the backend and the reader
+// thread, so the session's own JS cost is also measured in process (see
+// session/in-process.mjs): the same events, no child, no decoding.
 //
 //   npm run bench:session          (node --expose-gc bench/session.mjs)
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { median } from "./harness.mjs";
+import { conversationEvents, loopInProcess, sessionInProcess } from "./session/in-process.mjs";
 
 const require = createRequire(import.meta.url);
 const { createAgentSession, createBridgeChannel, spawnBridgeProcess } = require("../dist/index.js");
@@ -38,6 +43,26 @@ async function withSession() {
   const wall = performance.now() - t0;
   await session.close();
   if (result.status !== "completed" || tools !== TURNS * 2) throw new Error(`session run incomplete: ${JSON.stringify(result).slice(0, 80)} tools=${tools}`);
+  return { active: elu.active, wall, chunks };
+}
+
+async function withStream() {
+  let chunks = 0;
+  let tools = 0;
+  let result;
+  const session = await createAgentSession({ backend, approvals: () => true, onDiagnostic: () => {} });
+  globalThis.gc?.();
+  const start = performance.eventLoopUtilization();
+  const t0 = performance.now();
+  for await (const update of session.stream("go")) {
+    if (update.type === "text") chunks++;
+    else if (update.type === "tool") tools++;
+    else if (update.type === "result") result = update.result;
+  }
+  const elu = performance.eventLoopUtilization(start);
+  const wall = performance.now() - t0;
+  await session.close();
+  if (result?.status !== "completed" || tools !== TURNS * 2) throw new Error(`streamed run incomplete: ${JSON.stringify(result).slice(0, 80)} tools=${tools}`);
   return { active: elu.active, wall, chunks };
 }
 
@@ -72,17 +97,23 @@ async function wiringOnly() {
   return { active: elu.active, wall };
 }
 
-const rounds = 9;
+const rounds = Number(process.env.ROUNDS) || 15;
 const session = [];
+const streamed = [];
 const wiring = [];
+const orders = [
+  [withSession, wiringOnly, withStream],
+  [wiringOnly, withStream, withSession],
+  [withStream, withSession, wiringOnly],
+];
 for (let round = -1; round < rounds; round++) {
-  const order = round % 2 === 0 ? [withSession, wiringOnly] : [wiringOnly, withSession];
-  for (const run of order) {
+  for (const run of orders[(round + 3) % 3]) {
     const result = await run();
-    if (round >= 0) (run === withSession ? session : wiring).push(result);
+    if (round >= 0) (run === withSession ? session : run === withStream ? streamed : wiring).push(result);
   }
 }
 const s = median(session.map((r) => r.active));
+const st = median(streamed.map((r) => r.active));
 const w = median(wiring.map((r) => r.active));
 const perEvent = (ms) => `${((ms * 1e6) / EVENTS).toFixed(0)} ns`;
 console.log(`node ${process.version}; ${EVENTS} events per run (${TURNS} turns x ${DELTAS} text deltas + tool calls with approvals); ${rounds} interleaved rounds, medians`);
@@ -90,5 +121,29 @@ console.log("| | JS-thread time per run | per event | wall time per run |");
 console.log("| --- | ---: | ---: | ---: |");
 console.log(`| decoding alone (spawnBridgeProcess, counting onEvent) | ${w.toFixed(1)} ms | ${perEvent(w)} | ${median(wiring.map((r) => r.wall)).toFixed(1)} ms |`);
 console.log(`| session layer (createAgentSession, run) | ${s.toFixed(1)} ms | ${perEvent(s)} | ${median(session.map((r) => r.wall)).toFixed(1)} ms |`);
-console.log(`| session layer's own share | ${(s - w).toFixed(1)} ms | ${perEvent(s - w)} | |`);
-console.log(`\nsession / decoding alone: ${(s / w).toFixed(2)}x; text chunks delivered per run: ${session[0].chunks}`);
+console.log(`| session layer (createAgentSession, session.stream) | ${st.toFixed(1)} ms | ${perEvent(st)} | ${median(streamed.map((r) => r.wall)).toFixed(1)} ms |`);
+console.log(`| session layer's own share, callbacks | ${(s - w).toFixed(1)} ms | ${perEvent(s - w)} | |`);
+console.log(`| session layer's own share, streaming | ${(st - w).toFixed(1)} ms | ${perEvent(st - w)} | |`);
+console.log(`\nsession / decoding alone: ${(s / w).toFixed(2)}x (callbacks), ${(st / w).toFixed(2)}x (streaming); text chunks delivered per run: ${session[0].chunks}`);
+
+// The session's own JS cost, in process: the same events, decoded
+// beforehand, handed over in the reader's batch size, one batch per turn.
+const conversation = await conversationEvents(backend.args);
+const inProcess = { callbacks: [], streaming: [], loop: [] };
+for (let round = -5; round < 31; round++) {
+  const callbacks = await sessionInProcess(conversation, "callbacks");
+  const streaming = await sessionInProcess(conversation, "stream");
+  const loop = await loopInProcess(conversation);
+  if (round < 0) continue;
+  inProcess.callbacks.push(callbacks);
+  inProcess.streaming.push(streaming);
+  inProcess.loop.push(loop);
+}
+const loop = median(inProcess.loop);
+const ns = (ms) => ((ms * 1e6) / conversation.events.length).toFixed(0);
+console.log(`\nIn process (no child, no decoding; ${conversation.events.length} events, batches of 125, one per turn; 31 rounds, medians):`);
+console.log("| | per run | session's own cost per event |");
+console.log("| --- | ---: | ---: |");
+console.log(`| handing the events to a counting onEvent | ${loop.toFixed(2)} ms | |`);
+console.log(`| session, callbacks (run) | ${median(inProcess.callbacks).toFixed(2)} ms | ${ns(median(inProcess.callbacks) - loop)} ns |`);
+console.log(`| session, streaming API (stream) | ${median(inProcess.streaming).toFixed(2)} ms | ${ns(median(inProcess.streaming) - loop)} ns |`);

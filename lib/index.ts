@@ -53,6 +53,7 @@ export {
 export { createAgentSession } from "./session/index";
 export { checkBackend, type CheckOptions, type CheckReport } from "./check";
 export type { FlightRecord, FlightRecorderOptions } from "./session/flight-recorder";
+export type { SessionUpdate } from "./session/stream";
 export {
   type AgentActivity,
   type AgentInfo,

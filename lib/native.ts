@@ -5,6 +5,7 @@
  * Its type is the generated `index.d.ts` (from the Rust doc comments and
  * signatures), so the TypeScript layer keeps no hand-written copy of it.
  */
+import { join } from "node:path";
 import type * as Binding from "../index";
 import { BridgeDecodeError, type BridgeDecodeErrorCode } from "./errors";
 
@@ -22,7 +23,8 @@ function load(): NativeBinding {
     const message =
       `@agentlanejs/process-bridge-native has no native binary for this platform (${platform}, Node ${process.version}). ` +
       `Prebuilt binaries are published as optional dependencies named @agentlanejs/process-bridge-native-<platform>; ` +
-      `reinstall without --no-optional/--omit=optional, or build from source with a Rust toolchain: \`npm run build\`. ` +
+      `reinstall without --no-optional/--omit=optional, or build from source with a Rust toolchain: ` +
+      `\`node ${join(__dirname, "..", "scripts", "build-from-source.mjs")}\`. ` +
       `Loader error: ${cause instanceof Error ? cause.message : String(cause)}`;
     throw new Error(message, { cause });
   }

@@ -8,6 +8,7 @@ import type { Readable } from "node:stream";
 import { BridgeReadError } from "./errors";
 import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
 import { findSupervisor, parseReport, type SupervisorReport } from "./spawn/supervisor";
+import type { FlowGate } from "./stream/flow";
 import { createLineReader, type LineReader, type StreamFailure } from "./stream/line-reader";
 import { wirePushed, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
 
@@ -48,6 +49,8 @@ export interface BridgeProcessOptions extends LineReaderOptions {
    * (default 500 ms).
    */
   termGraceMs?: number;
+  /** While this gate is closed, stdout's reader waits (backpressure from a consumer; `stream/flow.ts`). */
+  flow?: FlowGate;
 }
 
 /** How long after stdout's end the backend has to exit before the end counts as closing it early. */
@@ -123,7 +126,7 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
 
   let child: ChildProcess;
   if (process.platform !== "win32") {
-    const stdout = createLineReader("events", callbacks, options, exit.streamEnded("stdout"));
+    const stdout = createLineReader("events", callbacks, options, exit.streamEnded("stdout"), options.flow);
     const stderr = createLineReader("text", callbacks, options, exit.streamEnded("stderr"));
     exit.readers.push(stdout, stderr);
     try {

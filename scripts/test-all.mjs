@@ -6,7 +6,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -75,6 +75,83 @@ if (existsSync(report)) {
   failed += 1;
 }
 rmSync(reportDir, { recursive: true, force: true });
+
+// ---- Platforms (issue 14): steps 5-8, each counted on its own line and in the total.
+const platformCounts = [];
+let stepStart = Date.now();
+/** Adds a step's counts to the total and prints them, with the time since the previous step ended. */
+function counted(name, stepPassed, stepFailed, seconds = Math.round((Date.now() - stepStart) / 1000)) {
+  passed += stepPassed;
+  failed += stepFailed;
+  platformCounts.push(`${name}: ${stepPassed} passed, ${stepFailed} failed (${seconds} s)`);
+  console.log(`\n${platformCounts.at(-1)}`);
+  stepStart = Date.now();
+}
+/** Runs vitest with `node` (first on PATH, for the suites' children too); its counts, a failed run counting once. */
+function vitestOn(node, args, env = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "pbn-vitest-"));
+  const json = join(dir, "report.json");
+  const result = run(node, [join(root, "node_modules", "vitest", "vitest.mjs"), "run", "--reporter=dot", "--reporter=json", `--outputFile.json=${json}`, ...args], {
+    env: { ...process.env, PATH: `${dirname(node)}${delimiter}${process.env.PATH}`, ...env },
+  });
+  const summary = existsSync(json) ? JSON.parse(readFileSync(json, "utf8")) : { numPassedTests: 0, numFailedTests: 0 };
+  rmSync(dir, { recursive: true, force: true });
+  const ran = summary.numPassedTests + summary.numFailedTests;
+  return [summary.numPassedTests, summary.numFailedTests + (result.status !== 0 && summary.numFailedTests === 0 ? 1 : 0) + (ran === 0 ? 1 : 0)];
+}
+
+// 5. Workflows: actionlint on .github/workflows (one test per file).
+stepStart = Date.now();
+{
+  const lint = run("node", ["scripts/lint-workflows.mjs"], { capture: true });
+  const match = /^actionlint: (\d+) passed, (\d+) failed$/m.exec(lint.stdout ?? "");
+  counted("actionlint", match ? Number(match[1]) : 0, match ? Number(match[2]) : 1);
+}
+
+// 6. Building from the package's own sources where no prebuilt binary is
+// installed (a release build, so apart from the suites whose timings it
+// would disturb).
+counted("source build", ...vitestOn(process.execPath, ["__test__/source-build.test.ts"], { PBN_SOURCE_BUILD: "1" }));
+
+// 7. The JavaScript suites on every other tested Node major (official
+// builds from the npm registry, cached in node_modules/.cache).
+// external-strings.test.ts already checks every version from the one above.
+if (process.platform !== "linux" || !["x64", "arm64"].includes(process.arch)) {
+  console.log("\nvitest on the other Node majors: skipped (the npm registry's Node builds are for Linux)");
+} else {
+  const { nodeBinary, testedNodeMajors } = await import("./node-binaries.mjs");
+  for (const major of testedNodeMajors.filter((m) => m !== process.versions.node.split(".")[0])) {
+    let node;
+    try {
+      node = nodeBinary(process.arch, major);
+    } catch (error) {
+      console.error(`Node ${major}: ${error.message}`);
+      counted(`vitest on Node ${major}`, 0, 1);
+      continue;
+    }
+    counted(`vitest on Node ${major}`, ...vitestOn(node, ["--exclude", "__test__/external-strings.test.ts"]));
+  }
+}
+
+// 8. linux-arm64-gnu: built here, tested under qemu (scripts/cross-arm64.sh
+// prints `arm64 <part>: N passed, N failed` per part).
+if (process.platform !== "linux" || process.arch !== "x64") {
+  console.log("\nlinux-arm64: skipped (cross-built on Linux x64 only)");
+} else {
+  const crossStart = Date.now();
+  const cross = run("bash", ["scripts/cross-arm64.sh"], { capture: true });
+  const crossSeconds = Math.round((Date.now() - crossStart) / 1000);
+  let parts = 0;
+  for (const match of (cross.stdout ?? "").matchAll(/^arm64 (\S+): (\d+) passed, (\d+) failed \((\d+) s\)$/gm)) {
+    counted(`arm64 ${match[1]}`, Number(match[2]), Number(match[3]), Number(match[4]));
+    parts += 1;
+  }
+  if (cross.status !== 0 && !/^arm64 \S+: \d+ passed, [1-9]\d* failed/m.test(cross.stdout ?? "")) counted("arm64 (script)", 0, 1);
+  if (parts === 0 && cross.status === 0) counted("arm64 (no parts ran)", 0, 1);
+  platformCounts.push(`(arm64 in all, with its set-up: ${crossSeconds} s)`);
+}
+console.log(`\nPlatform steps:\n  ${platformCounts.join("\n  ")}`);
+// ---- end of the platform steps.
 
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);

@@ -92,14 +92,27 @@ const IN_FLIGHT: usize = 2;
 /// How many more batches the reader may hand to JavaScript now, and whether
 /// the reader was disposed.
 struct Turn {
-    state: Mutex<(usize, bool)>, // (credits, disposed)
+    state: Mutex<TurnState>,
     changed: Condvar,
+}
+
+struct TurnState {
+    credits: usize,
+    disposed: bool,
+    /// The reader thread waits for a credit: only then does `give` wake it
+    /// (a wake is a system call, and `ack()` runs on the JavaScript thread
+    /// once per batch).
+    waiting: bool,
 }
 
 impl Turn {
     fn new() -> Self {
         Turn {
-            state: Mutex::new((IN_FLIGHT, false)),
+            state: Mutex::new(TurnState {
+                credits: IN_FLIGHT,
+                disposed: false,
+                waiting: false,
+            }),
             changed: Condvar::new(),
         }
     }
@@ -107,19 +120,23 @@ impl Turn {
     /// Waits for a credit; `false` once disposed.
     fn take(&self) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while state.0 == 0 && !state.1 {
+        while state.credits == 0 && !state.disposed {
+            state.waiting = true;
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.0 = state.0.saturating_sub(1);
-        !state.1
+        state.waiting = false;
+        state.credits = state.credits.saturating_sub(1);
+        !state.disposed
     }
 
     /// Returns a credit (`ack`), or marks the reader disposed.
     fn give(&self, disposed: bool) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.0 = (state.0 + 1).min(IN_FLIGHT);
-        state.1 |= disposed;
-        self.changed.notify_all();
+        state.credits = (state.credits + 1).min(IN_FLIGHT);
+        state.disposed |= disposed;
+        if state.waiting {
+            self.changed.notify_all();
+        }
     }
 }
 

@@ -91,10 +91,28 @@ describe("TextSegmenter: coalesced delivery", () => {
     expect(out).toEqual([]);
     text.append("assistant", "y");
     expect(out).toEqual([{ stream: "assistant", delta: x(95) + "y", text: x(95) + "y", segment: 1, done: false }]);
-    // The threshold flush cleared the segment's timer.
-    expect(vi.getTimerCount()).toBe(0);
+    // The segment's timer stays armed; firing with nothing pending, it delivers nothing and is not armed again.
     vi.advanceTimersByTime(500);
     expect(out).toHaveLength(1);
+    expect(vi.getTimerCount()).toBe(0);
+    text.close();
+  });
+
+  it("text pending after a flush waits its full 120 ms: the segment's timer, firing early for it, is armed for the rest", () => {
+    const { text, out } = segmenter();
+    text.append("assistant", "a");
+    vi.advanceTimersByTime(100);
+    text.flush();
+    vi.advanceTimersByTime(10);
+    text.append("assistant", "b");
+    vi.advanceTimersByTime(10); // the timer armed for "a" fires: "b" has waited 10 ms
+    expect(out.map((c) => c.delta)).toEqual(["a"]);
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(109);
+    expect(out.map((c) => c.delta)).toEqual(["a"]);
+    vi.advanceTimersByTime(1);
+    expect(out.map((c) => c.delta)).toEqual(["a", "b"]);
+    expect(vi.getTimerCount()).toBe(0);
     text.close();
   });
 
@@ -119,6 +137,26 @@ describe("TextSegmenter: coalesced delivery", () => {
       expect(out).toEqual([{ stream: "assistant", delta, text: delta, segment: 1, done: false }]);
       text.close();
     }
+  });
+
+  it("judges the sentence end as /[.!?]\\s$/ on the pending text for every UTF-16 unit, also when the punctuation and the unit come in separate deltas", () => {
+    const disagreements: string[] = [];
+    for (let unit = 0; unit <= 0xffff; unit++) {
+      const char = String.fromCharCode(unit);
+      for (const split of [false, true]) {
+        const { text, out } = segmenter();
+        if (split) {
+          text.append("assistant", x(30) + "!");
+          text.append("assistant", char);
+        } else {
+          text.append("assistant", x(30) + "!" + char);
+        }
+        const expected = /[.!?]\s$/.test(x(30) + "!" + char);
+        if ((out.length === 1) !== expected) disagreements.push(`U+${unit.toString(16)} split=${split}`);
+        text.close();
+      }
+    }
+    expect(disagreements).toEqual([]);
   });
 
   it("does not deliver early below 32 units, without the whitespace, or with two whitespace characters", () => {
@@ -164,7 +202,6 @@ describe("TextSegmenter: flush and close", () => {
     text.flush();
     text.flush();
     expect(out).toEqual([{ stream: "assistant", delta: "ab", text: "ab", segment: 1, done: false }]);
-    expect(vi.getTimerCount()).toBe(0);
     text.append("assistant", "c");
     text.close();
     expect(out[1]).toEqual({ stream: "assistant", delta: "c", text: "abc", segment: 1, done: true });

@@ -25,10 +25,32 @@ const POLICY_FAILED = { allowed: false, reason: "Approval policy failed." } as c
 /** The denial of the default policy. */
 const NO_POLICY = { allowed: false, reason: "No approval policy configured." } as const;
 
-interface OpenApproval {
-  record: NativeApprovalRecord;
-  controller: AbortController;
-  decidedByApp: boolean;
+/**
+ * An approval the policy is deciding. Its `AbortSignal` is made only when
+ * the policy reads it: most policies never do, and making and aborting one
+ * costs more than the rest of the approval's handling.
+ */
+class OpenApproval {
+  decidedByApp = false;
+  /** Closed by its resolved record, a terminal event or the session's end. */
+  closed = false;
+  private controller: AbortController | undefined;
+
+  constructor(readonly record: NativeApprovalRecord) {}
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.closed) this.controller.abort();
+    }
+    return this.controller.signal;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.controller?.abort();
+  }
 }
 
 export class Approvals {
@@ -38,12 +60,18 @@ export class Approvals {
 
   /** A pending record: asks the policy, asynchronously (never inside the event dispatch). */
   request(record: NativeApprovalRecord): void {
-    const controller = new AbortController();
-    const approval: OpenApproval = { record, controller, decidedByApp: false };
+    const approval = new OpenApproval(record);
     this.open.set(record.request_id, approval);
     const policy = this.host.policy ?? (() => NO_POLICY);
+    const context = {
+      request: record.request,
+      reason: record.approval_required_decision.reason,
+      get signal() {
+        return approval.signal;
+      },
+    };
     void Promise.resolve()
-      .then(() => policy({ request: record.request, reason: record.approval_required_decision.reason, signal: controller.signal }))
+      .then(() => policy(context))
       .then(
         (decision) => this.decide(approval, decision),
         (error) => {
@@ -60,7 +88,7 @@ export class Approvals {
    */
   private decide(approval: OpenApproval, decision: ApprovalDecision, { fallback = false } = {}): void {
     const id = approval.record.request_id;
-    if (this.host.closed() || this.open.get(id) !== approval || approval.controller.signal.aborted) return;
+    if (this.host.closed() || this.open.get(id) !== approval || approval.closed) return;
     const normalized = typeof decision === "boolean" ? { allowed: decision, reason: undefined } : decision;
     const valid =
       normalized !== null &&
@@ -90,7 +118,7 @@ export class Approvals {
   resolve(record: NativeApprovalRecord): void {
     const approval = this.open.get(record.request_id);
     this.open.delete(record.request_id);
-    approval?.controller.abort();
+    approval?.close();
     this.host.resolved({
       request: record.request,
       allowed: record.final_decision?.outcome === "allow",
@@ -101,7 +129,7 @@ export class Approvals {
 
   /** A terminal event or the session's end: every open approval closes without a decision. */
   closeAll(): void {
-    for (const approval of this.open.values()) approval.controller.abort();
+    for (const approval of this.open.values()) approval.close();
     this.open.clear();
   }
 }

@@ -15,6 +15,8 @@ export interface FlightRecord {
   stream: "stdout" | "stdin" | "stderr";
   /** The line (cut to `maxLineBytes` UTF-16 units, with `…`). */
   line: string;
+  /** Present when the line was cut. */
+  cut?: true;
 }
 
 export interface FlightRecorderOptions {
@@ -41,8 +43,10 @@ export class FlightRecorder {
   }
 
   record(stream: FlightRecord["stream"], line: string): void {
-    const kept = line.length > this.maxLine ? `${line.slice(0, this.maxLine)}…` : line;
-    this.records.push({ atMs: Date.now() - this.started, stream, line: kept });
+    const atMs = Date.now() - this.started;
+    const cut = line.length > this.maxLine;
+    const kept = cut ? `${line.slice(0, this.maxLine)}…` : line;
+    this.records.push(cut ? { atMs, stream, line: kept, cut } : { atMs, stream, line: kept });
     this.size += kept.length;
     while (this.records.length > this.maxLines || (this.size > this.maxBytes && this.records.length > 1)) {
       this.size -= this.records.shift()!.line.length;

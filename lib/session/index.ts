@@ -34,6 +34,8 @@ import { deferred, type Deferred } from "./deferred";
 import { Lifecycle } from "./lifecycle";
 import { Notifier } from "./notify";
 import { agentInfo, approvalRecord, planUpdate, toolCallInfo } from "./records";
+import { UpdateStream, type SessionUpdate } from "./stream";
+import { FlowGate } from "../stream/flow";
 import { abortable, RACE_RETRIES, RACE_RETRY_MS, RESET_WHILE_ACTIVE, RUN_ALREADY_ACTIVE, RunWatch, Runs, type ActiveRun } from "./runs";
 import { TextSegmenter } from "./text";
 import type {
@@ -74,6 +76,10 @@ class SessionController<TConfig, TConfigPatch> {
   private resetWaiters: Deferred<void>[] = [];
   /** The timers watching the active run (timeout, idle watchdog). */
   private runWatch: RunWatch | undefined;
+  /** The updates of the run `stream()` started, while it lasts. */
+  private updates: UpdateStream | undefined;
+  /** Closed while a stream's consumer falls behind: the stdout reader waits. */
+  private readonly flow = new FlowGate();
   private readonly tools = new Map<string, ToolCallInfo>();
   private readonly agents = new Map<string, AgentInfo>();
   /** The backend's processes, once spawned. */
@@ -93,17 +99,20 @@ class SessionController<TConfig, TConfigPatch> {
     const recording = options.flightRecorder;
     this.recorder = recording ? new FlightRecorder(recording === true ? {} : recording) : undefined;
     this.notify = new Notifier(options.onDiagnostic);
-    this.text = new TextSegmenter(options.textDelivery ?? "coalesced", (stream, chunk) =>
-      this.notify.guard(stream === "assistant" ? "onAssistantText" : "onReasoningText", () =>
-        (stream === "assistant" ? options.onAssistantText : options.onReasoningText)?.(chunk),
-      ),
-    );
+    this.text = new TextSegmenter(options.textDelivery ?? "coalesced", (stream, chunk) => {
+      if (stream === "assistant") this.notify.guard("onAssistantText", options.onAssistantText, chunk, options);
+      else this.notify.guard("onReasoningText", options.onReasoningText, chunk, options);
+      this.updates?.push({ type: stream === "assistant" ? "text" : "reasoning", chunk });
+    });
     this.approvals = new Approvals({
       policy: options.approvals,
       send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command) === "sent",
       closed: () => this.lifecycle.closed !== undefined,
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
-      resolved: (resolution) => this.notify.guard("onApprovalResolved", () => options.onApprovalResolved?.(resolution)),
+      resolved: (resolution) => {
+        this.notify.guard("onApprovalResolved", options.onApprovalResolved, resolution, options);
+        this.updates?.push({ type: "approval", resolution });
+      },
     });
   }
 
@@ -112,7 +121,7 @@ class SessionController<TConfig, TConfigPatch> {
   start(): Promise<AgentSession<TConfig, TConfigPatch>> {
     let spec;
     try {
-      spec = { termGraceMs: this.termGraceMs, ...resolveBackendSpec(checkedBackend(this.options.backend)) };
+      spec = { termGraceMs: this.termGraceMs, ...resolveBackendSpec(checkedBackend(this.options.backend)), flow: this.flow };
     } catch (error) {
       return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
     }
@@ -235,12 +244,12 @@ class SessionController<TConfig, TConfigPatch> {
     if (!this.lifecycle.listening) return;
     if (!this.readyInfo) {
       if (event.type !== "ready") {
-        this.notify.guard("onEvent", () => this.options.onEvent?.(event));
+        this.notify.guard("onEvent", this.options.onEvent, event, this.options);
         return;
       }
       if (!this.onReady(event)) return;
     }
-    this.notify.guard("onEvent", () => this.options.onEvent?.(event));
+    this.notify.guard("onEvent", this.options.onEvent, event, this.options);
     if (this.lifecycle.closed) return;
     this.runWatch?.sawEvent();
     if (event.type === "config") {
@@ -386,11 +395,22 @@ class SessionController<TConfig, TConfigPatch> {
     }
     if (isNativeEvent(record, "plan_updated")) {
       const update = planUpdate(record.payload);
-      return this.notify.guard("onPlan", () => this.options.onPlan?.(update));
+      this.notify.guard("onPlan", this.options.onPlan, update, this.options);
+      this.updates?.push({ type: "plan", plan: update });
+      return;
     }
     const approval = approvalRecord(record);
-    if (approval?.status === "pending") this.approvals.request(approval);
-    else if (approval) this.approvals.resolve(approval);
+    if (approval?.status === "pending") {
+      this.updates?.push({
+        type: "approval-request",
+        requestId: approval.request_id,
+        request: approval.request,
+        reason: approval.approval_required_decision.reason,
+      });
+      this.approvals.request(approval);
+    } else if (approval) {
+      this.approvals.resolve(approval);
+    }
   }
 
   private onModelEvent(event: { kind: string; [key: string]: unknown }): void {
@@ -405,11 +425,13 @@ class SessionController<TConfig, TConfigPatch> {
   }
 
   private emitTool(activity: ToolActivity): void {
-    this.notify.guard("onToolActivity", () => this.options.onToolActivity?.(activity));
+    this.notify.guard("onToolActivity", this.options.onToolActivity, activity, this.options);
+    this.updates?.push({ type: "tool", activity });
   }
 
   private emitAgent(activity: AgentActivity): void {
-    this.notify.guard("onAgentActivity", () => this.options.onAgentActivity?.(activity));
+    this.notify.guard("onAgentActivity", this.options.onAgentActivity, activity, this.options);
+    this.updates?.push({ type: "agent", activity });
   }
 
   /** Terminal events: close text, cancel open tools and agents, close approvals. */
@@ -432,7 +454,7 @@ class SessionController<TConfig, TConfigPatch> {
       return false;
     }
     this.configValue = decoded.value;
-    this.notify.guard("onConfigChanged", () => this.options.onConfigChanged?.(decoded.value));
+    this.notify.guard("onConfigChanged", this.options.onConfigChanged, decoded.value, this.options);
     return true;
   }
 
@@ -530,7 +552,7 @@ class SessionController<TConfig, TConfigPatch> {
     this.runs.rejectCancelWaiters(error);
     for (const waiter of this.resetWaiters.splice(0)) waiter.reject(error);
     this.closedPromise.resolve();
-    if (wasOpen) this.notify.guard("onClose", () => this.options.onClose?.(close));
+    if (wasOpen) this.notify.guard("onClose", this.options.onClose, close, this.options);
   }
 
   /**
@@ -585,6 +607,36 @@ class SessionController<TConfig, TConfigPatch> {
     this.watch(run, options);
     this.sendPrompt(run);
     return run.result.promise;
+  }
+
+  /**
+   * A run as an async iterable of its updates; see `stream.ts`. The
+   * application's callbacks are called as for `run()`.
+   */
+  stream(text: string, options: RunOptions = {}): AsyncIterableIterator<SessionUpdate> {
+    const updates = new UpdateStream(this.flow, () =>
+      this.cancel().catch(() => {
+        // The session closed: the run has ended with it.
+      }),
+    );
+    const before = this.runs.active;
+    const result = this.run(text, options);
+    const started = this.runs.active !== undefined && this.runs.active !== before;
+    if (started) this.updates = updates;
+    const done = () => {
+      if (this.updates === updates) this.updates = undefined;
+    };
+    result.then(
+      (value) => {
+        done();
+        updates.end(value);
+      },
+      (error: unknown) => {
+        done();
+        updates.fail(error);
+      },
+    );
+    return updates;
   }
 
   /** The signal, the run timeout and the idle watchdog of a run. */
@@ -738,7 +790,12 @@ class SessionController<TConfig, TConfigPatch> {
       get bufferedInputBytes() {
         return session.channel.bufferedBytes();
       },
+      get flightRecord() {
+        return session.recorder?.snapshot();
+      },
       run: (text: string, options?: RunOptions) => session.run(text, options),
+      stream: (text: string, options?: RunOptions) => session.stream(text, options),
+      [Symbol.asyncDispose]: () => session.close(),
       cancel: (options?: OperationOptions) => session.cancel(options),
       reset: (options?: OperationOptions) => session.reset(options),
       configure: (patch: TConfigPatch, options?: OperationOptions) => session.configure(patch, options),

@@ -18,10 +18,15 @@ export class Notifier {
     }
   }
 
-  /** Calls an application callback; an exception becomes a diagnostic naming it. */
-  guard(handler: string, call: () => void): void {
+  /**
+   * Calls an application callback, if given, with `arg` (and `this` the
+   * object it was given in, as a method call would); an exception becomes a
+   * diagnostic naming it. No closure per call: this runs for every event.
+   */
+  guard<A>(handler: string, callback: ((arg: A) => void) | undefined, arg: A, owner?: object): void {
+    if (callback === undefined) return;
     try {
-      call();
+      callback.call(owner, arg);
     } catch (error) {
       this.diagnostic({ kind: "handler-error", handler, error });
     }

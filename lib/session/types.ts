@@ -13,6 +13,7 @@ import type {
 } from "../protocol";
 import type { BackendProcess, BackendSpec } from "../process";
 import type { FlightRecord, FlightRecorderOptions } from "./flight-recorder";
+import type { SessionUpdate } from "./stream";
 
 /** A piece of assistant or reasoning text (§9.5.4, text segmentation). */
 export interface TextChunk {
@@ -215,7 +216,18 @@ export interface AgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConf
   readonly process: BackendProcess | undefined;
   /** Bytes waiting to be written to the backend's stdin (it is not reading when this grows). */
   readonly bufferedInputBytes: number;
+  /** The flight recorder's lines so far (`flightRecorder` option), or `undefined` when it is off. */
+  readonly flightRecord: readonly FlightRecord[] | undefined;
   run(text: string, options?: RunOptions): Promise<RunResult>;
+  /**
+   * The same run as an async iterable of its updates (text, reasoning,
+   * tools, agents, plans, approvals, and last the result). Not pulling is
+   * the backpressure: the backend is made to wait. Leaving the loop early
+   * cancels the run; a failed run ends the loop with its error.
+   */
+  stream(text: string, options?: RunOptions): AsyncIterableIterator<SessionUpdate>;
+  /** `await using session = await createAgentSession(…)` closes it at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void>;
   cancel(options?: OperationOptions): Promise<void>;
   reset(options?: OperationOptions): Promise<void>;
   configure(patch: TConfigPatch, options?: OperationOptions): Promise<TConfig>;

@@ -8,6 +8,7 @@ import { native, type NativeStreamReader } from "../native";
 import type { BridgeProcessCallbacks, LineReaderOptions } from "../wiring";
 import { deliverEventBatch, deliverTextBatch } from "./batch";
 import { DEFAULT_MAX_LINE_BYTES } from "./contract";
+import type { FlowGate } from "./flow";
 
 /** A native reader for one stream, with its end reported once. */
 export interface LineReader {
@@ -40,13 +41,16 @@ export function createLineReader(
   callbacks: BridgeProcessCallbacks,
   options: LineReaderOptions,
   onDone: (failure: StreamFailure) => void,
+  flow?: FlowGate,
 ): LineReader {
   let disposed = false;
   // The reader hands over at most two batches before this acknowledgement,
   // sent from setImmediate: a burst never holds up timers and I/O for long.
-  const ack = () => {
+  // A closed flow gate holds it back (the consumer does not keep up).
+  const acknowledge = () => {
     if (!disposed) reader.ack();
   };
+  const ack = flow ? () => flow.pass(acknowledge) : acknowledge;
   // A batch whose large event is restored over several turns delays the
   // batches after it, which wait here: stream order is kept.
   let delivering = false;

@@ -1,0 +1,303 @@
+/**
+ * The child process behind the testing kit (`./index.ts`): a tiny backend in
+ * plain Node, no Python, that speaks the bridge protocol.
+ *
+ *   node backend.js scripted <script.json> <log.json>
+ *   node backend.js replay <transcript.ndjson> <log.json>
+ *
+ * `scripted` answers each prompt with the next run of the script (the last
+ * one repeats) and the other commands as the real backend does; `replay`
+ * writes a recorded transcript's events and checks each command the host
+ * sends against the recording. Either way, every command received (and, for
+ * a replay, every mismatch) is written to the log file as it happens.
+ */
+import { readFileSync, writeFileSync, writeSync } from "node:fs";
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Obj = { [key: string]: Json };
+
+/** A step of a scripted run (see `ScriptedStep` in `./index.ts`). */
+interface Step {
+  text?: string;
+  reasoning?: string;
+  tool?: string;
+  args?: Obj;
+  result?: Json;
+  approval?: boolean | { reason?: string; operation?: string; path?: string };
+  plan?: { step: string; status: string }[];
+  record?: Obj;
+  event?: Obj;
+  fail?: string;
+  delayMs?: number;
+}
+interface Run {
+  steps: Step[];
+  final?: Json;
+}
+interface Script {
+  ready?: { version?: string; metadata?: Obj; config?: Obj };
+  runs?: Run[];
+  configure?: "accept" | "reject";
+}
+
+const [mode, source, logFile] = process.argv.slice(2);
+const log: { commands: Obj[]; mismatches: string[] } = { commands: [], mismatches: [] };
+const saveLog = () => writeFileSync(logFile, JSON.stringify(log));
+let ts = 1_700_000_000;
+
+function write(text: string): void {
+  const buffer = Buffer.from(text);
+  for (let at = 0; at < buffer.length; ) {
+    try {
+      at += writeSync(1, buffer, at);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+    }
+  }
+}
+
+const emit = (event: Obj) => write(`${JSON.stringify({ protocol_version: "1.0", ts: (ts += 0.001), ...event })}\n`);
+const lineage = { task_name: "Scripted", task_id: "task-1", parent_task_id: null, is_root: true };
+const record = (kind: string, payload: Obj): Obj => ({ type: "run_event", event: { type: kind, payload: { kind, ...payload } } });
+const modelEvent = (kind: string, fields: Obj): Obj => ({
+  kind,
+  raw: null,
+  provider_event_type: null,
+  item_index: null,
+  item_type: null,
+  text: null,
+  tool_call_id: null,
+  tool_call_index: null,
+  arguments_delta: null,
+  reasoning: null,
+  reasoning_signature: null,
+  response: null,
+  error: null,
+  ...fields,
+});
+const toolCall = (id: string, name: string, args: Obj): Obj => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
+const result = (finalOutput: Json): Obj => ({ final_output: finalOutput, responses: [], turn_count: 1, run_state: null });
+
+/** Reads commands from stdin, one JSON object a line; `onCommand` gets each (after it is logged). */
+function readCommands(onCommand: (command: Obj) => void, onEnd: () => void): void {
+  let buffered = "";
+  process.stdin.setEncoding("utf8");
+  process.stdin.on("data", (chunk: string) => {
+    buffered += chunk;
+    for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+      const line = buffered.slice(0, end);
+      buffered = buffered.slice(end + 1);
+      let command: Obj;
+      try {
+        command = JSON.parse(line) as Obj;
+      } catch {
+        emit({ type: "error", message: "Invalid JSON command.", scope: "command" });
+        continue;
+      }
+      log.commands.push(command);
+      saveLog();
+      onCommand(command);
+    }
+  });
+  process.stdin.on("end", onEnd);
+}
+
+// ---- scripted ------------------------------------------------------------------
+
+function scripted(script: Script): void {
+  let config: Obj = script.ready?.config ?? {};
+  const runs = script.runs ?? [{ steps: [{ text: "Hello from the scripted backend." }] }];
+  let runIndex = 0;
+  let approvals = 0;
+  /** The run in progress: how to stop it, and the approval it waits for. */
+  let active: { cancelled: boolean; waiting?: { id: string; decide: (allowed: boolean, reason?: string) => void } } | undefined;
+
+  emit({ type: "ready", version: script.ready?.version ?? "0.0.0-scripted", package: "agentlane-process-bridge", metadata: script.ready?.metadata ?? {}, ...(script.ready?.config ? { config } : {}) });
+
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  async function run(prompt: string, plan: Run): Promise<void> {
+    const state: NonNullable<typeof active> = { cancelled: false };
+    active = state;
+    emit({ type: "run_start", prompt });
+    emit(record("agent_start", lineage));
+    let text = "";
+    let callCount = 0;
+    for (const step of plan.steps) {
+      if (state.cancelled) return;
+      if (step.delayMs) await sleep(step.delayMs);
+      if (state.cancelled) return;
+      if (step.text !== undefined) {
+        text += step.text;
+        emit(record("model_stream", { event: modelEvent("text_delta", { text: step.text }) }));
+      } else if (step.reasoning !== undefined) {
+        emit(record("model_stream", { event: modelEvent("reasoning", { text: step.reasoning, reasoning: step.reasoning }) }));
+      } else if (step.plan) {
+        text = "";
+        emit(record("plan_updated", { ...lineage, tool_call: toolCall(`call-${++callCount}`, "write_plan", {}), plan: step.plan, explanation: null }));
+      } else if (step.record) {
+        emit({ type: "run_event", event: step.record });
+      } else if (step.event) {
+        emit(step.event);
+      } else if (step.fail !== undefined) {
+        emit({ type: "error", message: step.fail, scope: "run" });
+        active = undefined;
+        return;
+      } else if (step.tool) {
+        text = "";
+        const call = toolCall(`call-${++callCount}`, step.tool, step.args ?? {});
+        emit(record("tool_start", { ...lineage, tool_call: call, is_delegation: false }));
+        let allowed = true;
+        let reason: string | undefined;
+        if (step.approval) {
+          const id = `tool-approval-${++approvals}`;
+          const details = typeof step.approval === "object" ? step.approval : {};
+          const request = {
+            tool_name: step.tool,
+            operation: details.operation ?? "call",
+            cwd: process.cwd(),
+            path: details.path ?? null,
+            command: null,
+            skill_name: null,
+            reason: details.reason ?? null,
+            run_id: null,
+            agent_name: "Scripted",
+            tool_call_id: call.id,
+            metadata: {},
+          };
+          const pending = (status: string, final: Obj | null) =>
+            record("tool_approval", { event: { record: { request_id: id, request, approval_required_decision: { outcome: "require_approval", reason: details.reason ?? null }, status, final_decision: final } } });
+          emit(pending("pending", null));
+          [allowed, reason] = await new Promise<[boolean, string | undefined]>((resolve) => {
+            state.waiting = { id, decide: (a, r) => resolve([a, r]) };
+          });
+          state.waiting = undefined;
+          if (state.cancelled) return;
+          emit(pending("resolved", { outcome: allowed ? "allow" : "deny", reason: allowed ? null : (reason ?? "Denied by bridge client.") }));
+        }
+        const denied = allowed ? null : { message: reason ?? "Denied by bridge client.", kind: "permission_denied" };
+        emit(record("tool_end", { ...lineage, tool_call: call, is_delegation: false, result: denied ? null : (step.result ?? "ok"), ok: !denied, error: denied }));
+      }
+    }
+    if (state.cancelled) return;
+    const finalOutput = plan.final !== undefined ? plan.final : text;
+    emit(record("agent_end", { ...lineage, result: result(finalOutput) }));
+    emit({ type: "run_complete", final_output: finalOutput, turn_count: 1, response_count: 1, shim_state: {} });
+    active = undefined;
+  }
+
+  const cancelActive = () => {
+    if (!active) return false;
+    active.cancelled = true;
+    active.waiting?.decide(false);
+    active = undefined;
+    emit({ type: "run_cancelled" });
+    return true;
+  };
+
+  readCommands(
+    (command) => {
+      switch (command.type) {
+        case "prompt": {
+          const prompt = String(command.text ?? "").trim();
+          if (prompt === "") return emit({ type: "error", message: "Prompt must not be empty.", scope: "command" });
+          if (active) return emit({ type: "error", message: "A run is already active.", scope: "command" });
+          const plan = runs[Math.min(runIndex++, runs.length - 1)];
+          void run(prompt, plan);
+          return;
+        }
+        case "approve": {
+          const waiting = active?.waiting;
+          if (!waiting || waiting.id !== command.id) {
+            return emit({ type: "error", message: `No pending approval request for id ${String(command.id ?? "")}.`, scope: "command" });
+          }
+          waiting.decide(command.allowed === true, typeof command.reason === "string" && command.reason !== "" ? command.reason : undefined);
+          return;
+        }
+        case "cancel":
+          if (!active) return emit({ type: "cancel_ignored", reason: "no active run" });
+          emit({ type: "cancel_requested" });
+          cancelActive();
+          return;
+        case "reset":
+          cancelActive();
+          return emit({ type: "reset", ...(script.ready?.config ? { config } : {}) });
+        case "configure": {
+          const patch = command.patch;
+          if (patch === null || typeof patch !== "object" || Array.isArray(patch)) {
+            return emit({ type: "config", ok: false, error: { code: "invalid", message: "Configure command patch must be a JSON object." }, config });
+          }
+          if (script.configure === "reject") return emit({ type: "config", ok: false, error: { code: "rejected", message: "Runtime configuration was rejected." }, config });
+          config = { ...config, ...patch };
+          return emit({ type: "config", ok: true, error: null, config });
+        }
+        case "shutdown":
+          cancelActive();
+          emit({ type: "shutdown" });
+          process.exit(0);
+          return;
+        default:
+          emit({ type: "error", message: `Unknown command: ${String(command.type)}`, scope: "command" });
+      }
+    },
+    () => process.exit(0),
+  );
+}
+
+// ---- replay --------------------------------------------------------------------
+
+/** One entry of a transcript: a line the backend wrote, or a command the host sent. */
+type Entry = { out: string } | { in: Obj };
+
+function replay(entries: Entry[]): void {
+  let at = 0;
+  let received = 0;
+  const writeUntilCommand = () => {
+    while (at < entries.length && "out" in entries[at]) write(`${(entries[at++] as { out: string }).out}\n`);
+  };
+  writeUntilCommand();
+  readCommands(
+    (command) => {
+      received++;
+      const expected = entries[at];
+      if (expected === undefined || !("in" in expected)) {
+        log.mismatches.push(`unexpected command ${JSON.stringify(command)}: the transcript has no more commands`);
+      } else if (!sameCommand(expected.in, command)) {
+        log.mismatches.push(`command ${received}: expected ${JSON.stringify(expected.in)}, got ${JSON.stringify(command)}`);
+        at++;
+      } else {
+        at++;
+      }
+      saveLog();
+      writeUntilCommand();
+      if (command.type === "shutdown") process.exit(0);
+    },
+    () => {
+      if (entries.slice(at).some((entry) => "in" in entry)) {
+        log.mismatches.push(`the host ended before sending ${JSON.stringify((entries.slice(at).find((entry) => "in" in entry) as { in: Obj }).in)}`);
+      }
+      saveLog();
+      process.exit(0);
+    },
+  );
+}
+
+/** A command matches its recording when every recorded field (but the version) is equal. */
+function sameCommand(expected: Obj, got: Obj): boolean {
+  const strip = ({ protocol_version: _version, ...rest }: Obj) => rest;
+  return JSON.stringify(sortKeys(strip(expected))) === JSON.stringify(sortKeys(strip(got)));
+}
+
+function sortKeys(value: Json): Json {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(Object.keys(value).sort().map((key) => [key, sortKeys(value[key])]));
+}
+
+saveLog();
+if (mode === "scripted") scripted(JSON.parse(readFileSync(source, "utf8")) as Script);
+else if (mode === "replay") replay(readFileSync(source, "utf8").split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as Entry));
+else {
+  process.stderr.write(`backend.js: unknown mode ${mode}\n`);
+  process.exit(2);
+}
