@@ -14,6 +14,7 @@ set -euo pipefail
 [ "${1:-}" = "--" ] && shift
 
 fail() { echo "check: FAILED: $*"; exit 1; }
+trap 'echo "check: FAILED: line $LINENO exited with $?"' ERR
 
 coproc BRIDGE { exec "${AGENTLANE_BRIDGE:-agentlane-bridge}" "$@"; }
 bridge_pid=$BRIDGE_PID
@@ -57,6 +58,7 @@ envelope() {
 # Step 2: a real conversation, allowed once and denied once.
 for decision in allow deny; do
   envelope '{"text":"Please save a note: remember milk."}' > "$work/prompt"
+  : > "$work/stream" # there before the poll below looks
   curl -s -N -X POST "${auth[@]}" -H 'Content-Type: application/connect+json' \
     --data-binary @"$work/prompt" "$url/agentlane.bridge.v1.AgentService/Prompt" > "$work/stream" &
   stream=$!
@@ -64,7 +66,7 @@ for decision in allow deny; do
   for _ in $(seq 1 300); do # the run waits for the answer: poll the stream, up to 30 s
     # A pending record: take its request_id (no answer yet, so no resolved one).
     if grep -aq 'status\\":\\"pending' "$work/stream"; then
-      id=$(grep -ao 'request_id\\":\\"[^\\]*' "$work/stream" | head -1 | sed 's/request_id\\":\\"//')
+      id=$(grep -ao 'request_id\\":\\"[^\\]*' "$work/stream" | head -1 | sed 's/request_id\\":\\"//' || true)
     fi
     [ -n "$id" ] && break
     sleep 0.1
@@ -73,7 +75,7 @@ for decision in allow deny; do
   if [ "$decision" = allow ]; then answer="{\"id\":\"$id\",\"allowed\":true}"; else answer="{\"id\":\"$id\",\"allowed\":false,\"reason\":\"Denied by curl.\"}"; fi
   [ "$(call AgentService/Approve "$answer" "${auth[@]}")" = 200 ] || fail "Approve: $(cat "$work/body")"
   grep -q "outcome\\\\\":\\\\\"$decision" "$work/body" || fail "Approve resolved otherwise: $(cat "$work/body")"
-  wait "$stream"
+  wait "$stream" || fail "the Prompt stream's curl exited with $?"
   grep -aq '\\"type\\":\\"run_complete\\"' "$work/stream" || fail "no run_complete in the stream"
   tail -c 3 "$work/stream" | grep -q '{}' || fail "the stream did not end OK"
   final=$(grep -ao 'final_output\\":\\"[^\\]*' "$work/stream" | tail -1 | sed 's/final_output\\":\\"//')
