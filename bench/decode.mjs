@@ -12,10 +12,13 @@ const require = createRequire(import.meta.url);
 const { decodeBridgeEventLine } = require("../dist/index.js");
 const { zodDecodeBridgeEventLine } = require("./.build/zod-baseline.js");
 
+// BENCH_BEFORE=<another tree>: that build's decodeBridgeEventLine too, side by side.
+const before = process.env.BENCH_BEFORE ? require(`${process.env.BENCH_BEFORE}/dist/index.js`).decodeBridgeEventLine : undefined;
 const contenders = [
   ["JSON.parse", (line) => JSON.parse(line)],
   ["decodeBridgeEventLine", decodeBridgeEventLine],
   ["zod baseline", zodDecodeBridgeEventLine],
+  ...(before ? [["decodeBridgeEventLine, the build before", before]] : []),
 ];
 
 const cases = [
@@ -40,14 +43,15 @@ for (const [name, make] of cases) {
 }
 
 console.log(`node ${process.version}, ${process.platform}-${process.arch}`);
-console.log("| case | line size | JSON.parse per event | decodeBridgeEventLine | ratio | zod baseline | ratio |");
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+console.log(`| case | line size | JSON.parse per event | decodeBridgeEventLine | ratio | zod baseline | ratio |${before ? " before | before / now |" : ""}`);
+console.log(`| --- | ---: | ---: | ---: | ---: | ---: | ---: |${before ? " ---: | ---: |" : ""}`);
 for (const [name, make, options] of cases) {
   const lines = make();
   const size = lines.reduce((n, l) => n + l.length, 0) / lines.length;
-  const [parse, ours, zod] = compare(contenders, lines, options);
+  const [parse, ours, zod, earlier] = compare(contenders, lines, options);
   const sizeText = size >= 1 << 20 ? `${(size / (1 << 20)).toFixed(1)} MiB` : size >= 1024 ? `${(size / 1024).toFixed(1)} KiB` : `${size.toFixed(0)} B`;
   console.log(
-    `| ${name} | ${sizeText} | ${formatNs(parse.perEventNs)} | ${formatNs(ours.perEventNs)} | ${ours.ratio.toFixed(2)}× | ${formatNs(zod.perEventNs)} | ${zod.ratio.toFixed(2)}× |`,
+    `| ${name} | ${sizeText} | ${formatNs(parse.perEventNs)} | ${formatNs(ours.perEventNs)} | ${ours.ratio.toFixed(2)}× | ${formatNs(zod.perEventNs)} | ${zod.ratio.toFixed(2)}× |` +
+      (earlier ? ` ${formatNs(earlier.perEventNs)} | ${(earlier.ratio / ours.ratio).toFixed(2)}× |` : ""),
   );
 }

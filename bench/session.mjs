@@ -13,7 +13,7 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { median } from "./harness.mjs";
-import { conversationEvents, loopInProcess, sessionInProcess } from "./session/in-process.mjs";
+import { buildAt, conversationEvents, loopInProcess, sessionInProcess } from "./session/in-process.mjs";
 
 const require = createRequire(import.meta.url);
 const { createAgentSession, createBridgeChannel, spawnBridgeProcess } = require("../dist/index.js");
@@ -23,10 +23,10 @@ const DELTAS = 100;
 const EVENTS = 2 + TURNS * (1 + DELTAS + 5) + 2; // run_start, agent_start, per turn, agent_end, run_complete
 const backend = { command: process.execPath, args: [join(import.meta.dirname, "session", "conversation-backend.mjs"), String(TURNS), String(DELTAS)] };
 
-async function withSession() {
+async function withSession(build = { createAgentSession }) {
   let chunks = 0;
   let tools = 0;
-  const session = await createAgentSession({
+  const session = await build.createAgentSession({
     backend,
     approvals: () => true,
     onAssistantText: () => chunks++,
@@ -97,19 +97,23 @@ async function wiringOnly() {
   return { active: elu.active, wall };
 }
 
+// SESSION_BENCH_BEFORE=<another tree's dist/>: that build's session too, side by side (callbacks).
+const before = process.env.SESSION_BENCH_BEFORE ? buildAt(process.env.SESSION_BENCH_BEFORE) : undefined;
+const withSessionBefore = () => withSession(before);
 const rounds = Number(process.env.ROUNDS) || 15;
 const session = [];
 const streamed = [];
 const wiring = [];
+const earlierSession = [];
 const orders = [
   [withSession, wiringOnly, withStream],
   [wiringOnly, withStream, withSession],
   [withStream, withSession, wiringOnly],
-];
+].map((order) => (before ? [...order, withSessionBefore] : order));
 for (let round = -1; round < rounds; round++) {
   for (const run of orders[(round + 3) % 3]) {
     const result = await run();
-    if (round >= 0) (run === withSession ? session : run === withStream ? streamed : wiring).push(result);
+    if (round >= 0) (run === withSession ? session : run === withStream ? streamed : run === wiringOnly ? wiring : earlierSession).push(result);
   }
 }
 const s = median(session.map((r) => r.active));
@@ -124,20 +128,27 @@ console.log(`| session layer (createAgentSession, run) | ${s.toFixed(1)} ms | ${
 console.log(`| session layer (createAgentSession, session.stream) | ${st.toFixed(1)} ms | ${perEvent(st)} | ${median(streamed.map((r) => r.wall)).toFixed(1)} ms |`);
 console.log(`| session layer's own share, callbacks | ${(s - w).toFixed(1)} ms | ${perEvent(s - w)} | |`);
 console.log(`| session layer's own share, streaming | ${(st - w).toFixed(1)} ms | ${perEvent(st - w)} | |`);
+if (before) {
+  const e = median(earlierSession.map((r) => r.active));
+  console.log(`| the build in ${process.env.SESSION_BENCH_BEFORE}: session layer (run) | ${e.toFixed(1)} ms | ${perEvent(e)} | ${median(earlierSession.map((r) => r.wall)).toFixed(1)} ms |`);
+  console.log(`| the build in ${process.env.SESSION_BENCH_BEFORE}: its own share | ${(e - w).toFixed(1)} ms | ${perEvent(e - w)} | |`);
+}
 console.log(`\nsession / decoding alone: ${(s / w).toFixed(2)}x (callbacks), ${(st / w).toFixed(2)}x (streaming); text chunks delivered per run: ${session[0].chunks}`);
 
 // The session's own JS cost, in process: the same events, decoded
 // beforehand, handed over in the reader's batch size, one batch per turn.
 const conversation = await conversationEvents(backend.args);
-const inProcess = { callbacks: [], streaming: [], loop: [] };
+const inProcess = { callbacks: [], streaming: [], loop: [], before: [] };
 for (let round = -5; round < 31; round++) {
   const callbacks = await sessionInProcess(conversation, "callbacks");
   const streaming = await sessionInProcess(conversation, "stream");
   const loop = await loopInProcess(conversation);
+  const earlier = before ? await sessionInProcess(conversation, "callbacks", before) : 0;
   if (round < 0) continue;
   inProcess.callbacks.push(callbacks);
   inProcess.streaming.push(streaming);
   inProcess.loop.push(loop);
+  inProcess.before.push(earlier);
 }
 const loop = median(inProcess.loop);
 const ns = (ms) => ((ms * 1e6) / conversation.events.length).toFixed(0);
@@ -147,3 +158,8 @@ console.log("| --- | ---: | ---: |");
 console.log(`| handing the events to a counting onEvent | ${loop.toFixed(2)} ms | |`);
 console.log(`| session, callbacks (run) | ${median(inProcess.callbacks).toFixed(2)} ms | ${ns(median(inProcess.callbacks) - loop)} ns |`);
 console.log(`| session, streaming API (stream) | ${median(inProcess.streaming).toFixed(2)} ms | ${ns(median(inProcess.streaming) - loop)} ns |`);
+if (before) {
+  const earlier = median(inProcess.before);
+  console.log(`| the build in ${process.env.SESSION_BENCH_BEFORE}, callbacks | ${earlier.toFixed(2)} ms | ${ns(earlier - loop)} ns |`);
+  console.log(`\nbefore / now, callbacks: ${(earlier / median(inProcess.callbacks)).toFixed(2)}x`);
+}

@@ -10,8 +10,12 @@ import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 
 const require = createRequire(import.meta.url);
-const processModule = require("../../dist/process.js");
-const { createAgentSession, decodeBridgeEventLine } = require("../../dist/index.js");
+
+/** A build's modules: this tree's `dist/` by default, or another (the build before a change). */
+export function buildAt(dist = new URL("../../dist/", import.meta.url).pathname) {
+  return { processModule: require(`${dist}/process.js`), ...require(`${dist}/index.js`) };
+}
+const current = buildAt();
 
 /** Events per batch, as the native reader delivered this conversation (6,364 events in 51 batches). */
 const BATCH = 125;
@@ -59,12 +63,13 @@ function standIn(events, ready, shutdown) {
 export async function conversationEvents(backendArgs) {
   const { spawnSync } = await import("node:child_process");
   const out = spawnSync(process.execPath, backendArgs, { input: `${JSON.stringify({ type: "prompt", text: "go" })}\n${JSON.stringify({ type: "shutdown" })}\n`, encoding: "utf8", maxBuffer: 1 << 30 });
-  const lines = out.stdout.split("\n").filter(Boolean).map((line) => decodeBridgeEventLine(line));
+  const lines = out.stdout.split("\n").filter(Boolean).map((line) => current.decodeBridgeEventLine(line));
   return { ready: lines[0], events: lines.slice(1, -1), shutdown: lines.at(-1) };
 }
 
 /** One run through a session on the stand-in: ms from the prompt to the result. */
-export async function sessionInProcess({ ready, events, shutdown }, mode) {
+export async function sessionInProcess({ ready, events, shutdown }, mode, build = current) {
+  const { processModule, createAgentSession } = build;
   const { spawn } = standIn(events, ready, shutdown);
   const original = processModule.spawnBridgeProcess;
   processModule.spawnBridgeProcess = spawn;
