@@ -10,11 +10,22 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ["__test__/**/*.test.ts", "examples/testing/*.test.ts"],
     // End-to-end suites start real Python backends; decoding suites build
     // lines of hundreds of megabytes.
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
+    projects: [
+      {
+        extends: true,
+        test: { name: "main", include: ["__test__/**/*.test.ts", "examples/testing/*.test.ts"], exclude: ["__test__/session/**"] },
+      },
+      {
+        // The session suites drive createAgentSession through the harness's
+        // spy of spawnBridgeProcess (__test__/session/spawn-spy.ts).
+        extends: true,
+        test: { name: "session", include: ["__test__/session/**/*.test.ts"], setupFiles: ["__test__/session/spawn-spy.ts"] },
+      },
+    ],
   },
 });

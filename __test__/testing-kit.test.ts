@@ -141,7 +141,14 @@ describe("replayBackend", () => {
   };
 
   it("replays a conversation recorded from the real backend to the same updates, and reports where the app deviates", async () => {
-    const real = await createAgentSession({ backend: python, flightRecorder: { lines: Infinity, bytes: Infinity, maxLineBytes: Infinity }, approvals: () => true });
+    // Immediate text delivery: one chunk per delta, so the comparison does
+    // not depend on when the lines arrive (coalescing is timed).
+    const real = await createAgentSession({
+      backend: python,
+      flightRecorder: { lines: Infinity, bytes: Infinity, maxLineBytes: Infinity },
+      approvals: () => true,
+      textDelivery: "immediate",
+    });
     open.push(real);
     const recorded = [summarize(await collect(real.stream("chat hi"))), summarize(await collect(real.stream("note a.txt")))];
     const transcript = transcriptOf(real.flightRecord ?? []);
@@ -149,7 +156,7 @@ describe("replayBackend", () => {
     expect(recorded[1]).toContain("approval:true");
 
     const replay = replayBackend(transcript);
-    const session = await sessionOn(replay, { approvals: () => true });
+    const session = await sessionOn(replay, { approvals: () => true, textDelivery: "immediate" });
     expect(session.ready.metadata).toMatchObject({ app: "scenario" });
     const replayed = [summarize(await collect(session.stream("chat hi"))), summarize(await collect(session.stream("note a.txt")))];
     expect(replayed).toEqual(recorded);

@@ -200,9 +200,16 @@ function readControl(
   callbacks: BridgeProcessCallbacks,
   failed: (errno: number) => void,
 ): void {
-  const socket = child.stdio[3] as (Readable & { unref?: () => void }) | null;
+  const socket = child.stdio[3] as (Readable & { unref?: () => void; ref?: () => void }) | null;
   if (!socket) return;
+  // Unreferenced while the supervisor runs (its process handle keeps the
+  // loop alive, and `child.unref()` must let the host go); referenced once
+  // it has exited, until its end of file is read: the child's `close`, and
+  // so `onExit`, waits for this socket, and an unreferenced socket with its
+  // end of file still unread let a host with nothing else to do exit
+  // silently before `onExit` (seen once in 1,500 spawns).
   socket.unref?.();
+  child.once("exit", () => socket.ref?.());
   socket.setEncoding("utf8");
   let buffered = "";
   socket.on("data", (chunk: string) => {

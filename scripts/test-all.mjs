@@ -33,6 +33,8 @@ if (!existsSync(join(root, "node_modules", ".package-lock.json"))) {
 }
 must(run("npm", ["run", "build"]), "the build");
 must(run("bash", ["scripts/setup-python.sh"]), "the Python backend setup");
+// The agentlane-bridge client tests: .venv-clients (connectrpc) and Go.
+must(run("bash", ["scripts/setup-bridge-clients.sh"]), "the bridge clients' setup");
 
 let passed = 0;
 let failed = 0;

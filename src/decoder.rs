@@ -71,6 +71,21 @@ impl Decoded {
     }
 }
 
+/// `object[name] = value`.
+///
+/// # Safety
+/// `env` is the live environment of the call in progress, and `object` and
+/// `value` are live handles of its scope.
+unsafe fn set_property(
+    env: sys::napi_env,
+    object: sys::napi_value,
+    name: &std::ffi::CStr,
+    value: sys::napi_value,
+) -> Result<()> {
+    // SAFETY: the caller's contract; `name` is NUL-terminated by its type.
+    check_status!(unsafe { sys::napi_set_named_property(env, object, name.as_ptr(), value) })
+}
+
 impl ToNapiValue for Decoded {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
         let PreparedBatch {
@@ -91,29 +106,12 @@ impl ToNapiValue for Decoded {
         // in progress; `object` is a local out-pointer.
         check_status!(unsafe { sys::napi_create_object(env, &mut object) })?;
         // SAFETY: the values are converted in `env`, and `object` is a live
-        // handle of this scope; the names are NUL-terminated literals.
+        // handle of this scope.
         unsafe {
-            let kinds = String::to_napi_value(env, kinds)?;
-            check_status!(sys::napi_set_named_property(
-                env,
-                object,
-                c"kinds".as_ptr(),
-                kinds
-            ))?;
-            let parts = Parts::to_napi_value(env, parts)?;
-            check_status!(sys::napi_set_named_property(
-                env,
-                object,
-                c"parts".as_ptr(),
-                parts
-            ))?;
+            set_property(env, object, c"kinds", String::to_napi_value(env, kinds)?)?;
+            set_property(env, object, c"parts", Parts::to_napi_value(env, parts)?)?;
             let errors = Option::<Vec<Option<DecodeErrorValue>>>::to_napi_value(env, errors)?;
-            check_status!(sys::napi_set_named_property(
-                env,
-                object,
-                c"errors".as_ptr(),
-                errors
-            ))?;
+            set_property(env, object, c"errors", errors)?;
         }
         Ok(object)
     }

@@ -5,6 +5,7 @@
  */
 import { expect } from "vitest";
 import { SessionClosedError, type AgentSession, type SessionClose } from "../../lib/index";
+import { deferred } from "../../lib/session/deferred";
 import { ev, flushMicrotasks, observe, Recorder, within, type Launched } from "./harness";
 
 export const x = (n: number, c = "x") => c.repeat(n);
@@ -31,15 +32,7 @@ export async function barrier(l: Launched): Promise<void> {
 }
 
 /** A deferred the test resolves by hand (slow approval policies). */
-export function manual<T>() {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
+export const manual = deferred;
 
 /** Every segment seen in the log got exactly one done:true chunk, its last. */
 export function expectOneDonePerSegment(rec: Recorder): void {

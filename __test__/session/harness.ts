@@ -4,12 +4,14 @@
  * callback, a spy around `spawnBridgeProcess` that exposes the child and the
  * moment the session has processed its exit, and builders for valid events.
  *
- * This module imports only types from lib/: it is loaded from inside the
- * `vi.mock("../../lib/process")` factory, before lib/ itself.
+ * This module imports only types from lib/ (and the import-free
+ * lib/testing/wire.ts): it is loaded from inside the
+ * `vi.mock("../../lib/process")` factory (spawn-spy.ts), before lib/ itself.
  */
 import type { ChildProcess } from "node:child_process";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
+import { MODEL_EVENT_NULLS, nativeRecord } from "../../lib/testing/wire";
 import type {
   AgentSession,
   ApprovalRequestPayload,
@@ -407,21 +409,6 @@ export class Recorder {
 
 // ---- valid events --------------------------------------------------------------------
 
-const MODEL_NULLS = {
-  raw: null,
-  provider_event_type: null,
-  item_index: null,
-  item_type: null,
-  text: null,
-  tool_call_id: null,
-  tool_call_index: null,
-  arguments_delta: null,
-  reasoning: null,
-  reasoning_signature: null,
-  response: null,
-  error: null,
-};
-
 interface Lineage {
   agent?: string;
   taskId?: string;
@@ -452,11 +439,11 @@ export const APPROVAL_REQUEST: ApprovalRequestPayload = {
 };
 
 function record(type: string, payload: Record<string, unknown>): Record<string, unknown> {
-  return { type: "run_event", event: { type, payload: { kind: type, ...payload } } };
+  return nativeRecord(type, payload);
 }
 
 function model(kind: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
-  return record("model_stream", { event: { kind, ...MODEL_NULLS, ...fields } });
+  return record("model_stream", { event: { kind, ...MODEL_EVENT_NULLS, ...fields } });
 }
 
 export const ev = {

@@ -4,13 +4,7 @@
  * `harness.ts` for how a test drives it (real child process, waits on
  * events, the only timers are the ones under test).
  */
-import { afterEach, describe, expect, it, vi } from "vitest";
-
-vi.mock("../../lib/process", async (importOriginal) => {
-  const actual = await importOriginal<typeof import("../../lib/process")>();
-  const { spySpawn } = await import("./harness");
-  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
-});
+import { afterEach, describe, expect, it } from "vitest";
 
 import { BridgeDecodeError, createAgentSession, SessionClosedError, type ApprovalRequest, type SessionClose } from "../../lib/index";
 import { ev, flushMicrotasks, Harness, observe, STUBBORN, within } from "./harness";

@@ -6,13 +6,7 @@
  * instead of leaving callers waiting for ever. Against the scripted fake
  * backend, through a real child process.
  */
-import { afterEach, describe, expect, it, vi } from "vitest";
-
-vi.mock("../../lib/process", async (importOriginal) => {
-  const actual = await importOriginal<typeof import("../../lib/process")>();
-  const { spySpawn } = await import("./harness");
-  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
-});
+import { afterEach, describe, expect, it } from "vitest";
 
 import { createAgentSession, SessionClosedError } from "../../lib/index";
 import { ev, Harness, observe } from "./harness";

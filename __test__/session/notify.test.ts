@@ -6,12 +6,6 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 
-vi.mock("../../lib/process", async (importOriginal) => {
-  const actual = await importOriginal<typeof import("../../lib/process")>();
-  const { spySpawn } = await import("./harness");
-  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
-});
-
 import { createAgentSession } from "../../lib/index";
 import { ev, Harness, observe, Recorder, within } from "./harness";
 import { manual } from "./common";

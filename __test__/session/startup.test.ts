@@ -6,12 +6,6 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 
-vi.mock("../../lib/process", async (importOriginal) => {
-  const actual = await importOriginal<typeof import("../../lib/process")>();
-  const { spySpawn } = await import("./harness");
-  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
-});
-
 import { AgentSessionError, BridgeDecodeError, createAgentSession, SessionStartError } from "../../lib/index";
 import { ev, Harness, observe, Recorder, spawned, within, STUBBORN } from "./harness";
 import { x, startRun } from "./common";

@@ -7,13 +7,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it, vi } from "vitest";
-
-vi.mock("../../lib/process", async (importOriginal) => {
-  const actual = await importOriginal<typeof import("../../lib/process")>();
-  const { spySpawn } = await import("./harness");
-  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
-});
+import { afterEach, describe, expect, it } from "vitest";
 
 import { createAgentSession, RunError, type SessionUpdate } from "../../lib/index";
 import { ev, Harness, within } from "./harness";

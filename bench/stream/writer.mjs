@@ -21,31 +21,19 @@
 // `process.stdout` is never touched: fd 1 stays the blocking descriptor the
 // parent's spawn set up, and each write blocks until the pipe has room.
 import { closeSync, openSync, readSync, writeSync } from "node:fs";
+import { blocking, pause } from "./blocking.mjs";
 
 const [file, chunkArg = String(1 << 20), pauseArg = "0"] = process.argv.slice(2);
 const onRequest = chunkArg === "on-request";
 const chunk = Buffer.allocUnsafe(onRequest ? 1 << 20 : Number(chunkArg));
 const pauseMs = onRequest ? 0 : Number(pauseArg);
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-/** Runs `io` until it succeeds, waiting out EAGAIN (a descriptor handed over non-blocking). */
-function blocking(io) {
-  for (;;) {
-    try {
-      return io();
-    } catch (error) {
-      if (error.code !== "EAGAIN") throw error;
-      Atomics.wait(sleeper, 0, 0, 1);
-    }
-  }
-}
 
 function copyFile() {
   const input = openSync(file, "r");
   for (let first = true; ; first = false) {
     const length = readSync(input, chunk, 0, chunk.length, null);
     if (length === 0) break;
-    if (pauseMs > 0 && !first) Atomics.wait(sleeper, 0, 0, pauseMs);
+    if (pauseMs > 0 && !first) pause(pauseMs);
     let offset = 0;
     while (offset < length) offset += blocking(() => writeSync(1, chunk, offset, length - offset));
   }

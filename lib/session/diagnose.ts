@@ -5,7 +5,7 @@
  * mismatch). Pure functions of what the session saw; no I/O.
  */
 import { basename } from "node:path";
-import type { SessionStartErrorCode } from "../errors";
+import type { BridgeDecodeError, SessionStartErrorCode } from "../errors";
 
 /** The last stderr lines, bounded in count and length. */
 export class StderrTail {
@@ -79,4 +79,19 @@ export function likelyCause(failure: StartFailure): string | undefined {
 function stripAnsi(text: string): string {
   // eslint-disable-next-line no-control-regex
   return text.replace(/\u001b\[[0-9;]*m/g, "").trim();
+}
+
+/** How a bad line before `ready` makes startup fail. */
+export function startFailureOf(error: BridgeDecodeError, line: string): { message: string; code: SessionStartErrorCode; cause: unknown } {
+  if (error.code === "unsupported-version") {
+    return { message: `The backend speaks an unsupported protocol version: ${error.message}`, code: "unsupported-protocol", cause: error };
+  }
+  let type: unknown;
+  try {
+    type = (JSON.parse(line) as { type?: unknown } | null)?.type;
+  } catch {
+    // Not JSON.
+  }
+  if (type === "ready") return { message: `The backend's ready event is invalid: ${error.message}`, code: "bad-ready", cause: error };
+  return { message: "Backend exited before ready event.", code: "protocol-error", cause: error };
 }

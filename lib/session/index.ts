@@ -7,8 +7,9 @@
  * settles operations. The parts it conducts each have their own module:
  * `lifecycle` (where the session is), `commands` (correlation of answers to
  * commands), `runs` (the run and the §12 prompt race), `approvals`,
- * `config`, `records` (native records to activity values), `text`
- * (segmentation) and `notify` (guarded callbacks, diagnostics).
+ * `config`, `activity` (native records to tool, agent, plan and approval
+ * activity, over `records`), `text` (segmentation), `stream` (the streaming
+ * API) and `notify` (guarded callbacks, diagnostics).
  */
 import type { ChildProcess } from "node:child_process";
 import { createBridgeChannel, type BridgeChannel, type SendOutcome } from "../channel";
@@ -22,25 +23,23 @@ import {
   type BridgeReadError,
   type SessionStartErrorCode,
 } from "../errors";
-import { isNativeEvent } from "../codec";
 import { resolveBackendSpec, spawnBridgeProcess, type BackendProcess } from "../process";
-import type { BridgeCommand, BridgeEvent, ConfigEvent, JsonObject, NativeRunEvent } from "../protocol";
+import type { BridgeCommand, BridgeEvent, ConfigEvent, JsonObject } from "../protocol";
 import { Approvals } from "./approvals";
-import { likelyCause, StderrTail } from "./diagnose";
+import { checkedBackend, describeValue } from "./backend-spec";
+import { likelyCause, StderrTail, startFailureOf } from "./diagnose";
 import { FlightRecorder } from "./flight-recorder";
 import { CommandQueue, type SentCommand } from "./commands";
 import { decodeConfigDocument, jsonPatch, settlementOf, unexpectedConfigEvent } from "./config";
 import { deferred, type Deferred } from "./deferred";
 import { Lifecycle } from "./lifecycle";
 import { Notifier } from "./notify";
-import { agentInfo, approvalRecord, planUpdate, toolCallInfo } from "./records";
+import { RunActivity } from "./activity";
 import { UpdateStream, type SessionUpdate } from "./stream";
 import { FlowGate } from "../stream/flow";
 import { abortable, RACE_RETRIES, RACE_RETRY_MS, RESET_WHILE_ACTIVE, RUN_ALREADY_ACTIVE, RunWatch, Runs, type ActiveRun } from "./runs";
 import { TextSegmenter } from "./text";
 import type {
-  AgentActivity,
-  AgentInfo,
   AgentSession,
   AgentSessionOptions,
   OperationOptions,
@@ -48,8 +47,6 @@ import type {
   RunOptions,
   RunResult,
   SessionClose,
-  ToolActivity,
-  ToolCallInfo,
 } from "./types";
 
 /**
@@ -80,8 +77,6 @@ class SessionController<TConfig, TConfigPatch> {
   private updates: UpdateStream | undefined;
   /** Closed while a stream's consumer falls behind: the stdout reader waits. */
   private readonly flow = new FlowGate();
-  private readonly tools = new Map<string, ToolCallInfo>();
-  private readonly agents = new Map<string, AgentInfo>();
   /** The backend's processes, once spawned. */
   private processInfo: BackendProcess | undefined;
   /** The command spawned, for start diagnoses. */
@@ -94,6 +89,7 @@ class SessionController<TConfig, TConfigPatch> {
   private readonly notify: Notifier;
   private readonly text: TextSegmenter;
   private readonly approvals: Approvals;
+  private readonly activity: RunActivity;
 
   constructor(private readonly options: AgentSessionOptions<TConfig, TConfigPatch>) {
     const recording = options.flightRecorder;
@@ -114,6 +110,7 @@ class SessionController<TConfig, TConfigPatch> {
         this.updates?.push({ type: "approval", resolution });
       },
     });
+    this.activity = new RunActivity({ options, notify: this.notify, text: this.text, approvals: this.approvals, updates: () => this.updates });
   }
 
   // ---- startup -------------------------------------------------------------
@@ -267,20 +264,20 @@ class SessionController<TConfig, TConfigPatch> {
   private process(event: BridgeEvent): void {
     switch (event.type) {
       case "run_event":
-        return this.onRecord(event.event);
+        return this.activity.onRecord(event.event);
       case "run_complete":
         // No text for a run that does not exist (a stray terminal event).
         if (typeof event.final_output === "string" && this.runs.active) this.text.complete(event.final_output);
-        this.terminalSweep();
+        this.activity.sweep();
         this.runs.finish({ status: "completed", finalOutput: event.final_output, turnCount: event.turn_count, responseCount: event.response_count });
         return;
       case "run_cancelled":
-        this.terminalSweep();
+        this.activity.sweep();
         this.runs.finish({ status: "cancelled" });
         return;
       case "error":
         if (event.scope === "run") {
-          this.terminalSweep();
+          this.activity.sweep();
           this.runs.finish(new RunError(event.message, "run-failed"));
         } else {
           this.onCommandError(event.message);
@@ -292,14 +289,14 @@ class SessionController<TConfig, TConfigPatch> {
         if (!this.runs.active) this.runs.resolveCancelWaiters();
         return;
       case "reset": {
-        this.terminalSweep();
+        this.activity.sweep();
         const waiters = this.resetWaiters;
         this.resetWaiters = [];
         for (const waiter of waiters) waiter.resolve();
         return;
       }
       case "shutdown":
-        this.terminalSweep();
+        this.activity.sweep();
         if (this.lifecycle.phase.name === "open") this.lifecycle.phase = { name: "open", backendShuttingDown: true };
         return;
     }
@@ -361,87 +358,6 @@ class SessionController<TConfig, TConfigPatch> {
   private removeResetWaiter(op: Deferred<void>): void {
     const index = this.resetWaiters.indexOf(op);
     if (index >= 0) this.resetWaiters.splice(index, 1);
-  }
-
-  // ---- native records --------------------------------------------------------
-
-  private onRecord(record: NativeRunEvent): void {
-    if (isNativeEvent(record, "model_stream")) return this.onModelEvent(record.payload.event);
-    if (isNativeEvent(record, "tool_start")) {
-      this.text.close();
-      const call = toolCallInfo(record.payload);
-      this.tools.set(call.callId, call);
-      return this.emitTool({ phase: "start", call });
-    }
-    if (isNativeEvent(record, "tool_end")) {
-      this.text.close();
-      const payload = record.payload;
-      const id = payload.tool_call.id;
-      const call = this.tools.get(id) ?? toolCallInfo(payload);
-      this.tools.delete(id);
-      return this.emitTool({ phase: "end", call, ok: payload.ok, result: payload.result, error: payload.error });
-    }
-    this.text.flush();
-    if (isNativeEvent(record, "agent_start")) {
-      const info = agentInfo(record.payload);
-      this.agents.set(info.taskId, info);
-      return this.emitAgent({ phase: "start", info });
-    }
-    if (isNativeEvent(record, "agent_end")) {
-      const payload = record.payload;
-      const info = this.agents.get(payload.task_id) ?? agentInfo(payload);
-      this.agents.delete(payload.task_id);
-      return this.emitAgent({ phase: "end", info, finalOutput: payload.result === null ? undefined : payload.result.final_output });
-    }
-    if (isNativeEvent(record, "plan_updated")) {
-      const update = planUpdate(record.payload);
-      this.notify.guard("onPlan", this.options.onPlan, update, this.options);
-      this.updates?.push({ type: "plan", plan: update });
-      return;
-    }
-    const approval = approvalRecord(record);
-    if (approval?.status === "pending") {
-      this.updates?.push({
-        type: "approval-request",
-        requestId: approval.request_id,
-        request: approval.request,
-        reason: approval.approval_required_decision.reason,
-      });
-      this.approvals.request(approval);
-    } else if (approval) {
-      this.approvals.resolve(approval);
-    }
-  }
-
-  private onModelEvent(event: { kind: string; [key: string]: unknown }): void {
-    if (event.kind === "text_delta" && typeof event.text === "string") {
-      this.text.append("assistant", event.text);
-    } else if (event.kind === "reasoning") {
-      const value = event.text !== null ? event.text : event.reasoning;
-      if (typeof value === "string") this.text.append("reasoning", value);
-    } else {
-      this.text.flush();
-    }
-  }
-
-  private emitTool(activity: ToolActivity): void {
-    this.notify.guard("onToolActivity", this.options.onToolActivity, activity, this.options);
-    this.updates?.push({ type: "tool", activity });
-  }
-
-  private emitAgent(activity: AgentActivity): void {
-    this.notify.guard("onAgentActivity", this.options.onAgentActivity, activity, this.options);
-    this.updates?.push({ type: "agent", activity });
-  }
-
-  /** Terminal events: close text, cancel open tools and agents, close approvals. */
-  private terminalSweep(): void {
-    this.text.close();
-    for (const call of this.tools.values()) this.emitTool({ phase: "cancelled", call });
-    this.tools.clear();
-    for (const info of this.agents.values()) this.emitAgent({ phase: "cancelled", info });
-    this.agents.clear();
-    this.approvals.closeAll();
   }
 
   // ---- config ----------------------------------------------------------------
@@ -542,7 +458,7 @@ class SessionController<TConfig, TConfigPatch> {
     const wasOpen = this.readyInfo !== undefined;
     this.lifecycle.phase = { name: "closed", close, wasOpen };
     clearTimeout(this.readyTimer);
-    this.terminalSweep();
+    this.activity.sweep();
     this.text.dispose();
     const error = new SessionClosedError(close, this.recorder?.snapshot());
     this.runs.rejectRun(error);
@@ -812,46 +728,3 @@ class SessionController<TConfig, TConfigPatch> {
 const STRAY: ReadonlySet<string> = new Set(["invalid-json", "not-an-object", "version-not-a-string"]);
 /** How much of a stray line its diagnostic shows. */
 const STRAY_HEAD_CHARS = 200;
-
-/** How a bad line before `ready` makes startup fail. */
-function startFailureOf(error: BridgeDecodeError, line: string): { message: string; code: SessionStartErrorCode; cause: unknown } {
-  if (error.code === "unsupported-version") {
-    return { message: `The backend speaks an unsupported protocol version: ${error.message}`, code: "unsupported-protocol", cause: error };
-  }
-  let type: unknown;
-  try {
-    type = (JSON.parse(line) as { type?: unknown } | null)?.type;
-  } catch {
-    // Not JSON.
-  }
-  if (type === "ready") return { message: `The backend's ready event is invalid: ${error.message}`, code: "bad-ready", cause: error };
-  return { message: "Backend exited before ready event.", code: "protocol-error", cause: error };
-}
-
-/** The backend spec, refused with a clear message when it is not one. */
-function checkedBackend(backend: unknown): Parameters<typeof resolveBackendSpec>[0] {
-  if (backend === null || backend === undefined) throw new TypeError("A backend spec is required: { app, projectDir } or { command, args }.");
-  if (typeof backend !== "object") throw new TypeError(`The backend spec must be an object, not ${describeValue(backend)}.`);
-  const spec = backend as { command?: unknown; args?: unknown; app?: unknown; env?: unknown };
-  if ("command" in spec && (typeof spec.command !== "string" || spec.command === "")) {
-    throw new TypeError("The backend spec's command must be a non-empty string.");
-  }
-  if ("app" in spec && (typeof spec.app !== "string" || spec.app === "")) {
-    throw new TypeError("The backend spec's app must be a non-empty string (module:factory).");
-  }
-  if (spec.args !== undefined && (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== "string"))) {
-    throw new TypeError("The backend spec's args must be an array of strings.");
-  }
-  return backend as Parameters<typeof resolveBackendSpec>[0];
-}
-
-/** A short description of a value's type, for messages. */
-export function describeValue(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  if (typeof value === "object") {
-    const name = Object.getPrototypeOf(value)?.constructor?.name;
-    return name && name !== "Object" ? `a ${name} object` : "an object";
-  }
-  return typeof value === "undefined" ? "undefined" : `a ${typeof value}`;
-}

@@ -12,6 +12,7 @@
  * a replay, every mismatch) is written to the log file as it happens.
  */
 import { readFileSync, writeFileSync, writeSync } from "node:fs";
+import { MODEL_EVENT_NULLS, nativeRecord } from "./wire";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Obj = { [key: string]: Json };
@@ -58,23 +59,8 @@ function write(text: string): void {
 
 const emit = (event: Obj) => write(`${JSON.stringify({ protocol_version: "1.0", ts: (ts += 0.001), ...event })}\n`);
 const lineage = { task_name: "Scripted", task_id: "task-1", parent_task_id: null, is_root: true };
-const record = (kind: string, payload: Obj): Obj => ({ type: "run_event", event: { type: kind, payload: { kind, ...payload } } });
-const modelEvent = (kind: string, fields: Obj): Obj => ({
-  kind,
-  raw: null,
-  provider_event_type: null,
-  item_index: null,
-  item_type: null,
-  text: null,
-  tool_call_id: null,
-  tool_call_index: null,
-  arguments_delta: null,
-  reasoning: null,
-  reasoning_signature: null,
-  response: null,
-  error: null,
-  ...fields,
-});
+const record = (kind: string, payload: Obj): Obj => nativeRecord(kind, payload) as unknown as Obj;
+const modelEvent = (kind: string, fields: Obj): Obj => ({ kind, ...MODEL_EVENT_NULLS, ...fields });
 const toolCall = (id: string, name: string, args: Obj): Obj => ({ id, type: "function", function: { name, arguments: JSON.stringify(args) } });
 const result = (finalOutput: Json): Obj => ({ final_output: finalOutput, responses: [], turn_count: 1, run_state: null });
 
@@ -104,23 +90,43 @@ function readCommands(onCommand: (command: Obj) => void, onEnd: () => void): voi
 
 // ---- scripted ------------------------------------------------------------------
 
-function scripted(script: Script): void {
-  let config: Obj = script.ready?.config ?? {};
-  const runs = script.runs ?? [{ steps: [{ text: "Hello from the scripted backend." }] }];
-  let runIndex = 0;
-  let approvals = 0;
-  /** The run in progress: how to stop it, and the approval it waits for. */
-  let active: { cancelled: boolean; waiting?: { id: string; decide: (allowed: boolean, reason?: string) => void } } | undefined;
+/** A run in progress: how to stop it, and the approval it waits for. */
+interface ActiveRun {
+  cancelled: boolean;
+  waiting?: { id: string; decide: (allowed: boolean, reason?: string) => void };
+}
 
-  emit({ type: "ready", version: script.ready?.version ?? "0.0.0-scripted", package: "agentlane-process-bridge", metadata: script.ready?.metadata ?? {}, ...(script.ready?.config ? { config } : {}) });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Answers prompts with the script's runs, and the other commands as the real backend does. */
+class ScriptedBackend {
+  private config: Obj;
+  private readonly runs: Run[];
+  private runIndex = 0;
+  private approvals = 0;
+  private active: ActiveRun | undefined;
 
-  async function run(prompt: string, plan: Run): Promise<void> {
-    const state: NonNullable<typeof active> = { cancelled: false };
-    active = state;
+  constructor(private readonly script: Script) {
+    this.config = script.ready?.config ?? {};
+    this.runs = script.runs ?? [{ steps: [{ text: "Hello from the scripted backend." }] }];
+  }
+
+  start(): void {
+    const ready = this.script.ready;
+    emit({ type: "ready", version: ready?.version ?? "0.0.0-scripted", package: "agentlane-process-bridge", metadata: ready?.metadata ?? {}, ...(ready?.config ? { config: this.config } : {}) });
+    readCommands(
+      (command) => this.onCommand(command),
+      () => process.exit(0),
+    );
+  }
+
+  /** One scripted run: its steps in order, then its completion (unless cancelled). */
+  private async run(prompt: string, plan: Run): Promise<void> {
+    const state: ActiveRun = { cancelled: false };
+    this.active = state;
     emit({ type: "run_start", prompt });
     emit(record("agent_start", lineage));
+    // The final output is the last model turn's text: a tool or plan step ends a turn.
     let text = "";
     let callCount = 0;
     for (const step of plan.steps) {
@@ -141,107 +147,119 @@ function scripted(script: Script): void {
         emit(step.event);
       } else if (step.fail !== undefined) {
         emit({ type: "error", message: step.fail, scope: "run" });
-        active = undefined;
+        this.active = undefined;
         return;
       } else if (step.tool) {
         text = "";
-        const call = toolCall(`call-${++callCount}`, step.tool, step.args ?? {});
-        emit(record("tool_start", { ...lineage, tool_call: call, is_delegation: false }));
-        let allowed = true;
-        let reason: string | undefined;
-        if (step.approval) {
-          const id = `tool-approval-${++approvals}`;
-          const details = typeof step.approval === "object" ? step.approval : {};
-          const request = {
-            tool_name: step.tool,
-            operation: details.operation ?? "call",
-            cwd: process.cwd(),
-            path: details.path ?? null,
-            command: null,
-            skill_name: null,
-            reason: details.reason ?? null,
-            run_id: null,
-            agent_name: "Scripted",
-            tool_call_id: call.id,
-            metadata: {},
-          };
-          const pending = (status: string, final: Obj | null) =>
-            record("tool_approval", { event: { record: { request_id: id, request, approval_required_decision: { outcome: "require_approval", reason: details.reason ?? null }, status, final_decision: final } } });
-          emit(pending("pending", null));
-          [allowed, reason] = await new Promise<[boolean, string | undefined]>((resolve) => {
-            state.waiting = { id, decide: (a, r) => resolve([a, r]) };
-          });
-          state.waiting = undefined;
-          if (state.cancelled) return;
-          emit(pending("resolved", { outcome: allowed ? "allow" : "deny", reason: allowed ? null : (reason ?? "Denied by bridge client.") }));
-        }
-        const denied = allowed ? null : { message: reason ?? "Denied by bridge client.", kind: "permission_denied" };
-        emit(record("tool_end", { ...lineage, tool_call: call, is_delegation: false, result: denied ? null : (step.result ?? "ok"), ok: !denied, error: denied }));
+        if (!(await this.toolStep(state, step, toolCall(`call-${++callCount}`, step.tool, step.args ?? {})))) return;
       }
     }
     if (state.cancelled) return;
     const finalOutput = plan.final !== undefined ? plan.final : text;
     emit(record("agent_end", { ...lineage, result: result(finalOutput) }));
     emit({ type: "run_complete", final_output: finalOutput, turn_count: 1, response_count: 1, shim_state: {} });
-    active = undefined;
+    this.active = undefined;
   }
 
-  const cancelActive = () => {
+  /**
+   * A tool step: `tool_start`, with `approval` a pending record and the wait
+   * for the host's answer (then the resolved record), then `tool_end`.
+   * False when the run was cancelled meanwhile.
+   */
+  private async toolStep(state: ActiveRun, step: Step, call: Obj): Promise<boolean> {
+    emit(record("tool_start", { ...lineage, tool_call: call, is_delegation: false }));
+    let allowed = true;
+    let reason: string | undefined;
+    if (step.approval) {
+      const id = `tool-approval-${++this.approvals}`;
+      const details = typeof step.approval === "object" ? step.approval : {};
+      const request = {
+        tool_name: step.tool!,
+        operation: details.operation ?? "call",
+        cwd: process.cwd(),
+        path: details.path ?? null,
+        command: null,
+        skill_name: null,
+        reason: details.reason ?? null,
+        run_id: null,
+        agent_name: "Scripted",
+        tool_call_id: call.id,
+        metadata: {},
+      };
+      const approvalRecord = (status: string, final: Obj | null) =>
+        record("tool_approval", { event: { record: { request_id: id, request, approval_required_decision: { outcome: "require_approval", reason: details.reason ?? null }, status, final_decision: final } } });
+      emit(approvalRecord("pending", null));
+      [allowed, reason] = await new Promise<[boolean, string | undefined]>((resolve) => {
+        state.waiting = { id, decide: (a, r) => resolve([a, r]) };
+      });
+      state.waiting = undefined;
+      if (state.cancelled) return false;
+      emit(approvalRecord("resolved", { outcome: allowed ? "allow" : "deny", reason: allowed ? null : (reason ?? "Denied by bridge client.") }));
+    }
+    const denied = allowed ? null : { message: reason ?? "Denied by bridge client.", kind: "permission_denied" };
+    emit(record("tool_end", { ...lineage, tool_call: call, is_delegation: false, result: denied ? null : (step.result ?? "ok"), ok: !denied, error: denied }));
+    return true;
+  }
+
+  /** Ends the active run as cancelled; false when there is none. */
+  private cancelActive(): boolean {
+    const active = this.active;
     if (!active) return false;
     active.cancelled = true;
     active.waiting?.decide(false);
-    active = undefined;
+    this.active = undefined;
     emit({ type: "run_cancelled" });
     return true;
-  };
+  }
 
-  readCommands(
-    (command) => {
-      switch (command.type) {
-        case "prompt": {
-          const prompt = String(command.text ?? "").trim();
-          if (prompt === "") return emit({ type: "error", message: "Prompt must not be empty.", scope: "command" });
-          if (active) return emit({ type: "error", message: "A run is already active.", scope: "command" });
-          const plan = runs[Math.min(runIndex++, runs.length - 1)];
-          void run(prompt, plan);
-          return;
-        }
-        case "approve": {
-          const waiting = active?.waiting;
-          if (!waiting || waiting.id !== command.id) {
-            return emit({ type: "error", message: `No pending approval request for id ${String(command.id ?? "")}.`, scope: "command" });
-          }
-          waiting.decide(command.allowed === true, typeof command.reason === "string" && command.reason !== "" ? command.reason : undefined);
-          return;
-        }
-        case "cancel":
-          if (!active) return emit({ type: "cancel_ignored", reason: "no active run" });
-          emit({ type: "cancel_requested" });
-          cancelActive();
-          return;
-        case "reset":
-          cancelActive();
-          return emit({ type: "reset", ...(script.ready?.config ? { config } : {}) });
-        case "configure": {
-          const patch = command.patch;
-          if (patch === null || typeof patch !== "object" || Array.isArray(patch)) {
-            return emit({ type: "config", ok: false, error: { code: "invalid", message: "Configure command patch must be a JSON object." }, config });
-          }
-          if (script.configure === "reject") return emit({ type: "config", ok: false, error: { code: "rejected", message: "Runtime configuration was rejected." }, config });
-          config = { ...config, ...patch };
-          return emit({ type: "config", ok: true, error: null, config });
-        }
-        case "shutdown":
-          cancelActive();
-          emit({ type: "shutdown" });
-          process.exit(0);
-          return;
-        default:
-          emit({ type: "error", message: `Unknown command: ${String(command.type)}`, scope: "command" });
+  private onCommand(command: Obj): void {
+    switch (command.type) {
+      case "prompt": {
+        const prompt = String(command.text ?? "").trim();
+        if (prompt === "") return emit({ type: "error", message: "Prompt must not be empty.", scope: "command" });
+        if (this.active) return emit({ type: "error", message: "A run is already active.", scope: "command" });
+        const plan = this.runs[Math.min(this.runIndex++, this.runs.length - 1)];
+        void this.run(prompt, plan);
+        return;
       }
-    },
-    () => process.exit(0),
-  );
+      case "approve": {
+        const waiting = this.active?.waiting;
+        if (!waiting || waiting.id !== command.id) {
+          return emit({ type: "error", message: `No pending approval request for id ${String(command.id ?? "")}.`, scope: "command" });
+        }
+        waiting.decide(command.allowed === true, typeof command.reason === "string" && command.reason !== "" ? command.reason : undefined);
+        return;
+      }
+      case "cancel":
+        if (!this.active) return emit({ type: "cancel_ignored", reason: "no active run" });
+        emit({ type: "cancel_requested" });
+        this.cancelActive();
+        return;
+      case "reset":
+        this.cancelActive();
+        return emit({ type: "reset", ...(this.script.ready?.config ? { config: this.config } : {}) });
+      case "configure":
+        return this.configure(command.patch);
+      case "shutdown":
+        this.cancelActive();
+        emit({ type: "shutdown" });
+        process.exit(0);
+        return;
+      default:
+        emit({ type: "error", message: `Unknown command: ${String(command.type)}`, scope: "command" });
+    }
+  }
+
+  private configure(patch: Json | undefined): void {
+    if (patch === null || typeof patch !== "object" || Array.isArray(patch)) {
+      return emit({ type: "config", ok: false, error: { code: "invalid", message: "Configure command patch must be a JSON object." }, config: this.config });
+    }
+    if (this.script.configure === "reject") {
+      return emit({ type: "config", ok: false, error: { code: "rejected", message: "Runtime configuration was rejected." }, config: this.config });
+    }
+    this.config = { ...this.config, ...patch };
+    emit({ type: "config", ok: true, error: null, config: this.config });
+  }
 }
 
 // ---- replay --------------------------------------------------------------------
@@ -295,7 +313,7 @@ function sortKeys(value: Json): Json {
 }
 
 saveLog();
-if (mode === "scripted") scripted(JSON.parse(readFileSync(source, "utf8")) as Script);
+if (mode === "scripted") new ScriptedBackend(JSON.parse(readFileSync(source, "utf8")) as Script).start();
 else if (mode === "replay") replay(readFileSync(source, "utf8").split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as Entry));
 else {
   process.stderr.write(`backend.js: unknown mode ${mode}\n`);

@@ -23,6 +23,7 @@ pub mod framer;
 pub mod lift;
 mod memo;
 pub mod reader;
+pub mod session;
 mod validate;
 mod version;
 

@@ -1,0 +1,14 @@
+/**
+ * Setup file of the session suites (vitest.config.mts, project "session"):
+ * `spawnBridgeProcess`, as the session layer imports it, wrapped by the
+ * harness's spy (`spySpawn`), so that a test can reach the child and the
+ * moment the session has processed its exit. One place for every session
+ * suite, instead of the same `vi.mock` in each file.
+ */
+import { vi } from "vitest";
+
+vi.mock("../../lib/process", async (importOriginal) => {
+  const actual = await importOriginal<typeof import("../../lib/process")>();
+  const { spySpawn } = await import("./harness");
+  return { ...actual, spawnBridgeProcess: spySpawn(actual.spawnBridgeProcess) };
+});

@@ -1,0 +1,40 @@
+// The main thread's CPU time (Linux: /proc/self/task/<pid>/schedstat) and
+// its time runnable but waiting for a core, from the prompt to the result,
+// for the session against the wiring alone; 25 interleaved rounds, medians.
+// Where the end-to-end difference of bench:session goes.
+//   node --expose-gc bench/session/thread-cpu.mjs
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { readFileSync } from "node:fs";
+const require = createRequire(import.meta.url);
+const { createAgentSession, spawnBridgeProcess, createBridgeChannel } = require("../../dist/index.js");
+const backend = { command: process.execPath, args: [join(import.meta.dirname, "conversation-backend.mjs"), "60", "100"] };
+const st = () => readFileSync(`/proc/self/task/${process.pid}/schedstat`, "latin1").split(" ").map(Number);
+async function sess() {
+  const session = await createAgentSession({ backend, approvals: () => true, onAssistantText: () => {}, onToolActivity: () => {}, onDiagnostic: () => {} });
+  globalThis.gc(); await new Promise(r => setTimeout(r, 10));
+  const a = st(); const s = performance.eventLoopUtilization();
+  await session.run("go");
+  const u = performance.eventLoopUtilization(s).active; const b = st();
+  await session.close();
+  return [u, (b[0] - a[0]) / 1e6, (b[1] - a[1]) / 1e6];
+}
+async function wire() {
+  let channel, res;
+  const done = new Promise((resolve) => (res = resolve));
+  const ready = new Promise((resolve) => {
+    const child = spawnBridgeProcess(backend, { onEvent(e) { if (e.type === "ready") resolve(); if (e.type === "run_complete") res(); }, onExit() {} });
+    channel = createBridgeChannel(child);
+  });
+  await ready; globalThis.gc(); await new Promise(r => setTimeout(r, 10));
+  const a = st(); const s = performance.eventLoopUtilization();
+  channel.send({ type: "prompt", text: "go" }); await done;
+  const u = performance.eventLoopUtilization(s).active; const b = st();
+  channel.shutdown(); await new Promise(r => setTimeout(r, 30));
+  return [u, (b[0] - a[0]) / 1e6, (b[1] - a[1]) / 1e6];
+}
+const S = [], W = [];
+for (let i = 0; i < 25; i++) { S.push(await sess()); W.push(await wire()); }
+const med = (a, k) => a.map(x => x[k]).sort((p, q) => p - q)[a.length >> 1];
+for (const [n, X] of [["session", S], ["wiring", W]]) console.log(n, "elu", med(X, 0).toFixed(1), "thread cpu", med(X, 1).toFixed(1), "runnable-waiting", med(X, 2).toFixed(1));
+console.log("cpu diff per event ns", ((med(S, 1) - med(W, 1)) * 1e6 / 6364).toFixed(0), "elu diff per event ns", ((med(S, 0) - med(W, 0)) * 1e6 / 6364).toFixed(0));

@@ -1,0 +1,198 @@
+//! The backend process: spawned in a process group of its own, its stdout
+//! framed and validated by bridge-core's reader threads, its stdin written by
+//! one writer thread in the order frames are queued, its exit reported once.
+//!
+//! No process may outlive the bridge: the whole group is signalled (so a
+//! tool's own subprocesses go too), and on Linux the backend gets SIGKILL
+//! from the kernel if the bridge dies without cleaning up.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bridge_core::reader::{spawn_reader, Batch, BatchSink, ReaderOptions, StreamKind};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::sync::mpsc;
+
+/// What to run: `program args…` in `cwd`.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// How the backend ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "status {code}"),
+            (None, Some(signal)) => write!(f, "signal {signal}"),
+            (None, None) => f.write_str("an unknown status"),
+        }
+    }
+}
+
+/// Everything the backend produces, in the order each stream produced it.
+#[derive(Debug)]
+pub enum Output {
+    Stdout(Batch),
+    Stderr(Batch),
+    Exited(ExitStatus),
+}
+
+/// The running backend: its process group and the way to its stdin.
+pub struct Backend {
+    pid: u32,
+    frames: std::sync::mpsc::Sender<String>,
+}
+
+/// Sends reader batches into the bridge's event loop; blocking here is the
+/// backpressure on the pipe (the loop never waits on a client).
+struct Forward(mpsc::Sender<Output>, StreamKind);
+
+impl BatchSink for Forward {
+    fn deliver(&mut self, batch: Batch) -> bool {
+        let output = match self.1 {
+            StreamKind::Events => Output::Stdout(batch),
+            StreamKind::Text => Output::Stderr(batch),
+        };
+        self.0.blocking_send(output).is_ok()
+    }
+}
+
+impl Backend {
+    /// Spawns the backend with three pipes, in a new process group. Call it
+    /// from a thread that lives as long as the bridge (on Linux the kernel's
+    /// parent-death signal follows the spawning thread).
+    pub fn spawn(launch: &Launch) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
+        let mut command = Command::new(&launch.program);
+        command
+            .args(&launch.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(cwd) = &launch.cwd {
+            command.current_dir(cwd);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let bridge = nix::unistd::getpid();
+            // SAFETY: the closure runs in the forked child before exec and
+            // only makes two async-signal-safe system calls (prctl, getppid);
+            // it allocates nothing and touches no lock.
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                    // The bridge may have died between fork and prctl.
+                    if nix::unistd::getppid() != bridge {
+                        return Err(std::io::Error::other(
+                            "agentlane-bridge exited during spawn",
+                        ));
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command.spawn()?;
+        let (sender, receiver) = mpsc::channel(4);
+        spawn_reader(
+            child.stdout.take().expect("piped stdout"),
+            ReaderOptions::new(StreamKind::Events),
+            Forward(sender.clone(), StreamKind::Events),
+        )?;
+        spawn_reader(
+            child.stderr.take().expect("piped stderr"),
+            ReaderOptions::new(StreamKind::Text),
+            Forward(sender.clone(), StreamKind::Text),
+        )?;
+        let frames = spawn_writer(child.stdin.take().expect("piped stdin"))?;
+        let pid = child.id();
+        spawn_waiter(child, sender)?;
+        Ok((Backend { pid, frames }, receiver))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Queues a frame for the backend's stdin; frames are written in queue
+    /// order. A backend that has gone away loses it silently (its exit is
+    /// reported on its own).
+    pub fn send(&self, frame: String) {
+        let _ = self.frames.send(frame);
+    }
+
+    /// Signals the backend's whole process group; `None` only asks whether
+    /// any member is left.
+    pub fn signal_group(&self, signal: Option<Signal>) -> bool {
+        killpg(Pid::from_raw(self.pid as i32), signal).is_ok()
+    }
+
+    /// Ends what is left of the group after the backend itself exited: its
+    /// children get SIGTERM, and SIGKILL if they are still there after
+    /// `grace`.
+    pub fn reap_group(&self, grace: Duration) {
+        if !self.signal_group(Some(Signal::SIGTERM)) {
+            return;
+        }
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            if !self.signal_group(None) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.signal_group(Some(Signal::SIGKILL));
+    }
+}
+
+fn spawn_writer(
+    mut stdin: std::process::ChildStdin,
+) -> std::io::Result<std::sync::mpsc::Sender<String>> {
+    let (sender, frames) = std::sync::mpsc::channel::<String>();
+    std::thread::Builder::new()
+        .name("bridge-stdin".into())
+        .spawn(move || {
+            for frame in frames {
+                if stdin
+                    .write_all(frame.as_bytes())
+                    .and_then(|()| stdin.flush())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })?;
+    Ok(sender)
+}
+
+fn spawn_waiter(mut child: Child, sender: mpsc::Sender<Output>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("bridge-wait".into())
+        .spawn(move || {
+            let status = match child.wait() {
+                Ok(status) => ExitStatus {
+                    code: status.code(),
+                    signal: status.signal(),
+                },
+                Err(_) => ExitStatus {
+                    code: None,
+                    signal: None,
+                },
+            };
+            let _ = sender.blocking_send(Output::Exited(status));
+        })?;
+    Ok(())
+}

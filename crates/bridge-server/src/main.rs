@@ -1,0 +1,41 @@
+//! `agentlane-bridge`: hosts one AgentLane backend (one conversation) and
+//! serves it over Connect on 127.0.0.1, so that a program in any language
+//! drives the agent, approvals included. The host loop (framing, strict
+//! validation, command encoding, correlation) is bridge-core's; this crate
+//! adds the process, the network contract (`proto/agentlane/bridge/v1/`)
+//! and its guards.
+
+mod backend;
+mod check;
+mod cli;
+mod conversation;
+mod guard;
+mod lifecycle;
+mod outgoing;
+mod run;
+mod server;
+mod service;
+mod token;
+
+/// The generated `agentlane.bridge.v1` messages, services and clients.
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    connectrpc::include_generated!();
+}
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match (cli.command, cli.serve) {
+        (Some(cli::Command::Check(args)), _) => check::run(args),
+        (None, Some(serve)) => run::serve(serve),
+        (None, None) => {
+            use clap::CommandFactory;
+            let _ = cli::Cli::command().print_help();
+            ExitCode::from(2)
+        }
+    }
+}

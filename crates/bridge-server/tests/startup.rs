@@ -1,0 +1,146 @@
+//! The bridge's start: the one discovery line on stdout when the backend
+//! cannot serve (`agentlane-bridge failed {json}`, exit status 1), and no
+//! backend process left behind. Uses `python3` and small Python scripts
+//! instead of the real backend (the end-to-end tests in
+//! `__test__/bridge-*.test.ts` use the real one).
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bridge(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentlane-bridge"))
+        .args(args)
+        .output()
+        .expect("agentlane-bridge runs")
+}
+
+/// The failed line's JSON; asserts it is the only stdout line and the exit status is 1.
+fn failure(output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "stdout: {stdout}");
+    let json = lines[0]
+        .strip_prefix("agentlane-bridge failed ")
+        .unwrap_or_else(|| panic!("not a failed line: {}", lines[0]));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(json).unwrap()
+}
+
+fn gone(pid: i64) -> bool {
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn a_python_that_cannot_be_started_fails_at_spawn() {
+    let failed = failure(&bridge(&[
+        "--app",
+        "demo_app:create_backend",
+        "--python",
+        "/nonexistent/python3",
+    ]));
+    assert_eq!(failed["schema"], 1);
+    assert_eq!(failed["stage"], "spawn");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/python3"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn a_backend_that_exits_before_ready_reports_its_status_and_last_stderr_line() {
+    // A python3 without agentlane: `-m agentlane_process_bridge` fails at once.
+    let output = bridge(&["--app", "demo_app:create_backend", "--python", "python3"]);
+    let failed = failure(&output);
+    assert_eq!(failed["stage"], "backend", "{failed}");
+    assert_eq!(failed["exitCode"], 1);
+    assert!(
+        failed["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("No module named"),
+        "{failed}"
+    );
+    assert!(
+        failed["message"].as_str().unwrap().contains("status 1"),
+        "{failed}"
+    );
+    // Its stderr is forwarded to the bridge's.
+    assert!(String::from_utf8_lossy(&output.stderr).contains("No module named"));
+}
+
+#[test]
+fn an_unsupported_protocol_version_is_refused() {
+    let script = r#"import sys; print('{"protocol_version":"2.0","type":"ready","ts":1,"version":"9","package":"agentlane-process-bridge"}', flush=True); sys.stdin.read()"#;
+    let output = bridge(&["--app", "x:y", "--", "python3", "-c", script]);
+    let failed = failure(&output);
+    assert_eq!(failed["stage"], "protocol", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unsupported bridge protocol version: 2.0."),
+        "{failed}"
+    );
+    assert!(
+        gone(failed["backendPid"].as_i64().unwrap()),
+        "the backend outlived a failed start"
+    );
+}
+
+#[test]
+fn a_backend_that_never_gets_ready_is_killed_after_the_timeout() {
+    let output = bridge(&[
+        "--app",
+        "x:y",
+        "--ready-timeout-ms",
+        "300",
+        "--",
+        "python3",
+        "-c",
+        "import time; time.sleep(60)",
+    ]);
+    let failed = failure(&output);
+    assert_eq!(failed["stage"], "timeout", "{failed}");
+    assert!(
+        gone(failed["backendPid"].as_i64().unwrap()),
+        "the backend outlived a failed start"
+    );
+}
+
+#[test]
+fn a_port_in_use_fails_at_listen_and_the_backend_is_stopped() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    // A backend that gets ready and exits on shutdown (or stdin EOF).
+    let script = r#"import sys; print('{"protocol_version":"1.0","type":"ready","ts":1,"version":"9","package":"agentlane-process-bridge"}', flush=True); sys.stdin.readline(); print('{"protocol_version":"1.0","type":"shutdown","ts":2}', flush=True)"#;
+    let output = bridge(&[
+        "--app", "x:y", "--port", &port, "--", "python3", "-c", script,
+    ]);
+    let failed = failure(&output);
+    assert_eq!(failed["stage"], "listen", "{failed}");
+    assert!(
+        failed["message"].as_str().unwrap().contains(&port),
+        "{failed}"
+    );
+    assert!(
+        gone(failed["backendPid"].as_i64().unwrap()),
+        "the backend outlived a failed start"
+    );
+}

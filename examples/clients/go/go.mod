@@ -1,0 +1,3 @@
+module agentlane-bridge-go-check
+
+go 1.19

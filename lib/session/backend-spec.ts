@@ -1,0 +1,34 @@
+/**
+ * The backend spec as `createAgentSession` receives it from JavaScript
+ * callers (who may pass anything): refused with a clear message when it is
+ * not one, before anything is spawned.
+ */
+import type { resolveBackendSpec } from "../process";
+
+/** The backend spec, refused with a clear message when it is not one. */
+export function checkedBackend(backend: unknown): Parameters<typeof resolveBackendSpec>[0] {
+  if (backend === null || backend === undefined) throw new TypeError("A backend spec is required: { app, projectDir } or { command, args }.");
+  if (typeof backend !== "object") throw new TypeError(`The backend spec must be an object, not ${describeValue(backend)}.`);
+  const spec = backend as { command?: unknown; args?: unknown; app?: unknown; env?: unknown };
+  if ("command" in spec && (typeof spec.command !== "string" || spec.command === "")) {
+    throw new TypeError("The backend spec's command must be a non-empty string.");
+  }
+  if ("app" in spec && (typeof spec.app !== "string" || spec.app === "")) {
+    throw new TypeError("The backend spec's app must be a non-empty string (module:factory).");
+  }
+  if (spec.args !== undefined && (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== "string"))) {
+    throw new TypeError("The backend spec's args must be an array of strings.");
+  }
+  return backend as Parameters<typeof resolveBackendSpec>[0];
+}
+
+/** A short description of a value's type, for messages. */
+export function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return name && name !== "Object" ? `a ${name} object` : "an object";
+  }
+  return typeof value === "undefined" ? "undefined" : `a ${typeof value}`;
+}
