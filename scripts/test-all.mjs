@@ -38,6 +38,19 @@ must(run("bash", ["scripts/setup-bridge-clients.sh"]), "the bridge clients' setu
 
 let passed = 0;
 let failed = 0;
+/** What failed, by name, printed again just above the last line (a CI log is often read from its end). */
+const failures = [];
+/** The names of the failed tests in a vitest JSON report, prefixed with `where`. */
+function failedIn(summary, where) {
+  for (const file of summary.testResults ?? []) {
+    for (const test of file.assertionResults ?? []) {
+      if (test.status === "failed") failures.push(`${where}: ${file.name.replace(`${root}/`, "")} > ${test.fullName}`);
+    }
+    if (file.status === "failed" && !(file.assertionResults ?? []).some((test) => test.status === "failed")) {
+      failures.push(`${where}: ${file.name.replace(`${root}/`, "")} (the file failed: ${String(file.message ?? "").split("\n")[0]})`);
+    }
+  }
+}
 
 // 2. Rust: the core's unit and integration tests.
 const cargo = run("cargo", ["test", "--workspace", "--release", "--color", "never"], { capture: true });
@@ -46,19 +59,27 @@ for (const match of (cargo.stdout ?? "").matchAll(/test result: \w+\. (\d+) pass
   failed += Number(match[2]);
 }
 if (cargo.status !== 0 && failed === 0) failed += 1; // a build failure counts
+for (const match of (cargo.stdout ?? "").matchAll(/^test (\S+) \.\.\. FAILED$/gm)) failures.push(`cargo: ${match[1]}`);
+if (cargo.status !== 0) failures.push("cargo test (see above)");
 
 // 2b. Lints: clippy over the whole workspace, warnings denied (the
 // workspace lints include SAFETY notes on every unsafe block). One test.
 const clippy = run("cargo", ["clippy", "--workspace", "--release", "--all-targets", "--color", "never", "--", "-D", "warnings"]);
 if (clippy.status === 0) passed += 1;
-else failed += 1;
+else {
+  failed += 1;
+  failures.push("cargo clippy (see above)");
+}
 
 // 3. Fuzzing: a short bounded pass of every cargo-fuzz target (the long
 // runs' results are in RELIABILITY.md). One test per target.
 const fuzz = run("bash", ["scripts/fuzz.sh", process.env.FUZZ_SECONDS ?? "10"], { capture: true });
 for (const match of (fuzz.stdout ?? "").matchAll(/^fuzz \S+: .*, (ok|CRASH)$/gm)) {
   if (match[1] === "ok") passed += 1;
-  else failed += 1;
+  else {
+    failed += 1;
+    failures.push(`fuzz: ${match[0]}`);
+  }
 }
 if (fuzz.status !== 0 && !/CRASH/.test(fuzz.stdout ?? "")) failed += 1;
 
@@ -70,9 +91,11 @@ if (existsSync(report)) {
   const summary = JSON.parse(readFileSync(report, "utf8"));
   passed += summary.numPassedTests;
   failed += summary.numFailedTests;
+  failedIn(summary, "vitest");
   if (vitest.status !== 0 && summary.numFailedTests === 0) failed += 1; // suite-level failure
 } else {
   failed += 1;
+  failures.push("vitest (no report)");
 }
 rmSync(reportDir, { recursive: true, force: true });
 
@@ -83,18 +106,20 @@ let stepStart = Date.now();
 function counted(name, stepPassed, stepFailed, seconds = Math.round((Date.now() - stepStart) / 1000)) {
   passed += stepPassed;
   failed += stepFailed;
+  if (stepFailed > 0 && !failures.some((line) => line.startsWith(`${name}:`))) failures.push(`${name}: ${stepFailed} failed (see above)`);
   platformCounts.push(`${name}: ${stepPassed} passed, ${stepFailed} failed (${seconds} s)`);
   console.log(`\n${platformCounts.at(-1)}`);
   stepStart = Date.now();
 }
 /** Runs vitest with `node` (first on PATH, for the suites' children too); its counts, a failed run counting once. */
-function vitestOn(node, args, env = {}) {
+function vitestOn(node, args, env = {}, where = `vitest on ${node}`) {
   const dir = mkdtempSync(join(tmpdir(), "pbn-vitest-"));
   const json = join(dir, "report.json");
   const result = run(node, [join(root, "node_modules", "vitest", "vitest.mjs"), "run", "--reporter=dot", "--reporter=json", `--outputFile.json=${json}`, ...args], {
     env: { ...process.env, PATH: `${dirname(node)}${delimiter}${process.env.PATH}`, ...env },
   });
   const summary = existsSync(json) ? JSON.parse(readFileSync(json, "utf8")) : { numPassedTests: 0, numFailedTests: 0 };
+  failedIn(summary, where);
   rmSync(dir, { recursive: true, force: true });
   const ran = summary.numPassedTests + summary.numFailedTests;
   return [summary.numPassedTests, summary.numFailedTests + (result.status !== 0 && summary.numFailedTests === 0 ? 1 : 0) + (ran === 0 ? 1 : 0)];
@@ -111,7 +136,7 @@ stepStart = Date.now();
 // 6. Building from the package's own sources where no prebuilt binary is
 // installed (a release build, so apart from the suites whose timings it
 // would disturb).
-counted("source build", ...vitestOn(process.execPath, ["__test__/source-build.test.ts"], { PBN_SOURCE_BUILD: "1" }));
+counted("source build", ...vitestOn(process.execPath, ["__test__/source-build.test.ts"], { PBN_SOURCE_BUILD: "1" }, "source build"));
 
 // 7. The JavaScript suites on every other tested Node major (official
 // builds from the npm registry, cached in node_modules/.cache).
@@ -129,7 +154,7 @@ if (process.platform !== "linux" || !["x64", "arm64"].includes(process.arch)) {
       counted(`vitest on Node ${major}`, 0, 1);
       continue;
     }
-    counted(`vitest on Node ${major}`, ...vitestOn(node, ["--exclude", "__test__/external-strings.test.ts"]));
+    counted(`vitest on Node ${major}`, ...vitestOn(node, ["--exclude", "__test__/external-strings.test.ts"], {}, `vitest on Node ${major}`));
   }
 }
 
@@ -153,5 +178,6 @@ if (process.platform !== "linux" || process.arch !== "x64") {
 console.log(`\nPlatform steps:\n  ${platformCounts.join("\n  ")}`);
 // ---- end of the platform steps.
 
+if (failures.length > 0) console.log(`\nFailed:\n  ${failures.join("\n  ")}`);
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);
