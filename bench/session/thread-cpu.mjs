@@ -1,8 +1,8 @@
 // The main thread's CPU time (Linux: /proc/self/task/<pid>/schedstat) and
 // its time runnable but waiting for a core, from the prompt to the result,
 // for the session (callbacks and stream()) against the wiring alone and the
-// wiring that also answers each approval (a hand-written host); 25
-// interleaved rounds, medians.
+// wiring that also answers each approval (a hand-written host); 24
+// rounds, each in another order, medians.
 // Where the end-to-end difference of bench:session goes.
 //   node --expose-gc bench/session/thread-cpu.mjs
 import { createRequire } from "node:module";
@@ -43,7 +43,14 @@ async function wire(answer = false) {
   return [u, (b[0] - a[0]) / 1e6, (b[1] - a[1]) / 1e6];
 }
 const S = [], T = [], W = [], A = [];
-for (let i = 0; i < 25; i++) { S.push(await sess()); W.push(await wire()); T.push(await sess(true)); A.push(await wire(true)); }
+// Each round in another order: what runs after what does not favour one contender.
+const contenders = [[S, () => sess()], [T, () => sess(true)], [W, () => wire()], [A, () => wire(true)]];
+for (let i = 0; i < 24; i++) {
+  for (let k = 0; k < contenders.length; k++) {
+    const [into, run] = contenders[(i + k) % contenders.length];
+    into.push(await run());
+  }
+}
 const med = (a, k) => a.map(x => x[k]).sort((p, q) => p - q)[a.length >> 1];
 for (const [n, X] of [["session, callbacks", S], ["session, stream()", T], ["wiring", W], ["wiring + approvals answered", A]]) console.log(n, "elu", med(X, 0).toFixed(1), "thread cpu", med(X, 1).toFixed(1), "runnable-waiting", med(X, 2).toFixed(1));
 const per = (X, Y, k) => ((med(X, k) - med(Y, k)) * 1e6 / 6364).toFixed(0);
