@@ -181,5 +181,31 @@ describe("replayBackend", () => {
     expect(commands.slice(0, approveAt - 1).every((type) => type === "prompt")).toBe(true);
     expect(deviating.mismatches()[0]).toMatch(new RegExp(`^command ${approveAt}: expected \\{.*"allowed":true.*\\}, got \\{.*"allowed":false`));
     await secondRun.return?.();
+
+    // A recording whose second prompt met the §12 race (refused with `A run
+    // is already active.`, then sent again) replays as well, and the
+    // approval is one command later. Made from this recording when it did
+    // not meet the race itself.
+    if (approveAt === 3) {
+      const entries = transcript.split("\n").map((line) => JSON.parse(line) as { out?: string; in?: { type: string } });
+      const prompts = entries.flatMap((entry, index) => (entry.in?.type === "prompt" ? [index] : []));
+      const { protocol_version, ts } = JSON.parse(entries[0].out!) as { protocol_version: string; ts: number };
+      const refusal = { out: JSON.stringify({ protocol_version, type: "error", ts, scope: "command", message: "A run is already active." }) };
+      entries.splice(prompts[1] + 1, 0, refusal, { in: entries[prompts[1]].in });
+      const raced = entries.map((entry) => JSON.stringify(entry)).join("\n");
+      const racedReplay = replayBackend(raced);
+      const racedSession = await sessionOn(racedReplay, { approvals: () => true, textDelivery: "immediate" });
+      expect([summarize(await collect(racedSession.stream("chat hi"))), summarize(await collect(racedSession.stream("note a.txt")))]).toEqual(recorded);
+      expect(racedReplay.commands().map((command) => command.type)).toEqual(["prompt", "prompt", "prompt", "approve"]);
+      expect(racedReplay.mismatches()).toEqual([]);
+      const racedDeviating = replayBackend(raced);
+      const racedOther = await sessionOn(racedDeviating, { approvals: () => false });
+      await collect(racedOther.stream("chat hi"));
+      const racedRun = racedOther.stream("note a.txt");
+      expect((await racedRun.next()).done).toBe(false);
+      await expect.poll(() => racedDeviating.mismatches().length).toBe(1);
+      expect(racedDeviating.mismatches()[0]).toMatch(/^command 4: expected \{.*"allowed":true.*\}, got \{.*"allowed":false/);
+      await racedRun.return?.();
+    }
   }, 60_000);
 });
