@@ -169,12 +169,14 @@ describe("agentlane-bridge: security", () => {
     expect(stream.status).toBe(200);
     const end = JSON.parse(stream.body.slice(5));
     expect(end.error.code).toBe("invalid_argument");
-    // 100 MB: refused before the handler, with resource_exhausted.
+    // 100 MB: refused before the handler, with resource_exhausted, once the
+    // body was read (a client still writing it gets the answer, not EPIPE).
     const huge = Buffer.alloc(100 * 1024 * 1024, 0x20);
     huge.write('{"text":"', 0);
     const tooBig = await raw(bridge, approve, { headers: { ...json, ...auth }, body: huge });
     expect(tooBig.status).toBe(429);
     expect(JSON.parse(tooBig.body).code).toBe("resource_exhausted");
+    expect(JSON.parse(tooBig.body).message).toBe(`the request body is ${huge.length} bytes; agentlane-bridge takes at most ${8 * 1024 * 1024}`);
     // A configure patch that is not an object, and one that the backend
     // would mangle (a lone surrogate).
     for (const patchJson of ["[1]", "not json", '{"model":"\\ud800"}']) {
@@ -192,6 +194,32 @@ describe("agentlane-bridge: security", () => {
       }
     });
     expect(run.events.at(-1)!.type).toBe("run_complete");
+  });
+
+  it("a client writing a too-large body piece by piece has every piece taken, then gets the answer", async () => {
+    // 100 MiB declared and written in 1 MiB pieces, each after the last was
+    // flushed: were the bridge to answer and close after its 8 MiB limit,
+    // the later writes would fail (EPIPE or a reset connection).
+    const pieces = 100;
+    const piece = Buffer.alloc(1024 * 1024, 0x20);
+    const socket = connect(bridge.info.port, "127.0.0.1");
+    await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+    let answer = "";
+    socket.on("data", (chunk) => (answer += chunk.toString("latin1")));
+    const ended = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    const writeErrors: string[] = [];
+    socket.on("error", (error) => writeErrors.push((error as NodeJS.ErrnoException).code ?? error.message));
+    const write = (data: Buffer | string) => new Promise<void>((resolve) => socket.write(data, (error) => (error && writeErrors.push((error as NodeJS.ErrnoException).code ?? error.message), resolve())));
+    await write(
+      `POST /agentlane.bridge.v1.AgentService/Approve HTTP/1.1\r\nHost: 127.0.0.1:${bridge.info.port}\r\n` +
+        `Authorization: ${auth.Authorization}\r\nContent-Type: application/json\r\nContent-Length: ${pieces * piece.length}\r\n\r\n`,
+    );
+    for (let i = 0; i < pieces && writeErrors.length === 0; i++) await write(piece);
+    await ended;
+    expect(writeErrors).toEqual([]);
+    expect(answer).toMatch(/^HTTP\/1\.1 429 /);
+    expect(answer).toContain('"code":"resource_exhausted"');
+    await stillServing();
   });
 
   it("the token appears in no line the bridge wrote, and its directory is gone after the exit", async () => {

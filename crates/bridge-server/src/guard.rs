@@ -1,12 +1,13 @@
 //! The checks every request passes before the Connect layer reads its body:
 //! no browser (`Origin` refused, no CORS), a loopback `Host` (against DNS
-//! rebinding), `POST` only (no Connect GET), and the bearer token.
+//! rebinding), `POST` only (no Connect GET), the bearer token, and a
+//! declared body no larger than the bridge takes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use connectrpc::ConnectError;
-use http::header::{AUTHORIZATION, HOST, ORIGIN};
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, HOST, ORIGIN};
 use http::{Method, Request};
 
 use crate::token::TokenFile;
@@ -17,10 +18,32 @@ pub struct Guard {
     hosts: [String; 3],
     /// Set once the bridge is shutting down: every new call is refused.
     stopping: AtomicBool,
+    /// The largest request body taken (the Connect layer's own limit too).
+    max_body_bytes: usize,
+}
+
+/// What the guard decided against a request.
+pub struct Refusal {
+    /// The Connect error the client gets.
+    pub error: ConnectError,
+    /// The body this request declared (`Content-Length`), when it was
+    /// refused for being larger than the bridge takes: the answer is sent
+    /// once that much was read (bounded), so that a client still writing it
+    /// gets the answer and not a reset connection.
+    pub declared_body_bytes: Option<u64>,
+}
+
+impl From<ConnectError> for Refusal {
+    fn from(error: ConnectError) -> Refusal {
+        Refusal {
+            error,
+            declared_body_bytes: None,
+        }
+    }
 }
 
 impl Guard {
-    pub fn new(token: Arc<TokenFile>, port: u16) -> Guard {
+    pub fn new(token: Arc<TokenFile>, port: u16, max_body_bytes: usize) -> Guard {
         Guard {
             token,
             hosts: [
@@ -29,6 +52,7 @@ impl Guard {
                 format!("[::1]:{port}"),
             ],
             stopping: AtomicBool::new(false),
+            max_body_bytes,
         }
     }
 
@@ -37,7 +61,28 @@ impl Guard {
     }
 
     /// Why the request is refused, if it is.
-    pub fn check<B>(&self, request: &Request<B>) -> Result<(), ConnectError> {
+    pub fn check<B>(&self, request: &Request<B>) -> Result<(), Refusal> {
+        self.check_access(request)?;
+        // Checked after the token: only an authorized client's large body
+        // is read before the answer.
+        let declared = request
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+        if let Some(length) = declared.filter(|&length| length > self.max_body_bytes as u64) {
+            return Err(Refusal {
+                error: ConnectError::resource_exhausted(format!(
+                    "the request body is {length} bytes; agentlane-bridge takes at most {}",
+                    self.max_body_bytes
+                )),
+                declared_body_bytes: Some(length),
+            });
+        }
+        Ok(())
+    }
+
+    /// The browser, host, method, token and shutdown checks.
+    fn check_access<B>(&self, request: &Request<B>) -> Result<(), ConnectError> {
         if request.headers().contains_key(ORIGIN) {
             return Err(ConnectError::permission_denied(
                 "agentlane-bridge refuses requests that carry an Origin header: it does not serve browsers",

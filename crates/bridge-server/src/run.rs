@@ -195,7 +195,7 @@ async fn bridge(
         }
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(args.port);
-    let guard = Arc::new(Guard::new(token.clone(), port));
+    let guard = Arc::new(Guard::new(token.clone(), port, MAX_REQUEST_BYTES));
     let router = Router::new()
         .add_service(Arc::new(Agent {
             conversation: conversation.clone(),

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use connectrpc::{ConnectError, ConnectRpcBody, ConnectRpcService};
+use connectrpc::{ConnectRpcBody, ConnectRpcService};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::Request;
@@ -18,30 +18,37 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_service::Service;
 
-use crate::guard::Guard;
+use crate::guard::{Guard, Refusal};
 
 /// How long open connections may take to finish once the bridge stops.
 const DRAIN: Duration = Duration::from_secs(3);
 /// How much of a refused request's body is read before the answer, and
-/// for how long.
+/// for how long: up to 8 MiB, or the whole body an authorized client
+/// declared too large, up to 256 MiB (loopback reads 100 MB in well under
+/// the 2 s).
 const REFUSED_BODY_BYTES: usize = 8 * 1024 * 1024;
+const REFUSED_DECLARED_BODY_BYTES: u64 = 256 * 1024 * 1024;
 const REFUSED_BODY_WAIT: Duration = Duration::from_secs(2);
 
 /// The answer to a refused request. Its body is read and dropped first (up
 /// to a bound): a client still writing it would otherwise see its
 /// connection reset instead of the answer. The connection then closes.
-async fn refuse(
-    request: Request<Incoming>,
-    error: ConnectError,
-) -> hyper::Response<ConnectRpcBody> {
+async fn refuse(request: Request<Incoming>, refusal: Refusal) -> hyper::Response<ConnectRpcBody> {
+    let Refusal {
+        error,
+        declared_body_bytes,
+    } = refusal;
+    let bound = declared_body_bytes.map_or(REFUSED_BODY_BYTES as u64, |declared| {
+        declared.min(REFUSED_DECLARED_BODY_BYTES)
+    });
     let mut response = error.into_http_response(request.headers());
     let http1 = request.version() < http::Version::HTTP_2;
     let mut body = request.into_body();
     let drain = async {
-        let mut read = 0;
+        let mut read = 0u64;
         while let Some(Ok(frame)) = body.frame().await {
-            read += frame.data_ref().map_or(0, |data| data.len());
-            if read > REFUSED_BODY_BYTES {
+            read += frame.data_ref().map_or(0, |data| data.len() as u64);
+            if read >= bound {
                 break;
             }
         }
@@ -84,7 +91,7 @@ pub async fn serve(
             let mut connect = connect.clone();
             async move {
                 match refused {
-                    Some(error) => Ok::<_, Infallible>(refuse(request, error).await),
+                    Some(refusal) => Ok::<_, Infallible>(refuse(request, refusal).await),
                     None => connect.call(request).await,
                 }
             }
