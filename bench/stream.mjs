@@ -27,7 +27,10 @@
 //
 // Measurement 5 runs every host in a fresh `node` process per run
 // (bench/stream/fresh.mjs), for a host that starts, hosts one conversation
-// and exits: its JavaScript runs cold.
+// and exits: its JavaScript runs cold. Two knobs for finding where its time
+// goes: FRESH_LOAD_PACKAGE=1 (every host loads the package first, as ours
+// must) and FRESH_NODE_FLAGS="--flag ..." (V8/Node flags for every fresh
+// process, e.g. --no-incremental-marking; a diagnosis, not a result).
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -322,7 +325,8 @@ async function runParseUnderMonitor(line) {
  */
 function runFresh(host, path, events, tree) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [FRESH, host, path, String(events), ...(tree ? [tree] : [])], { stdio: ["ignore", "pipe", "inherit"] });
+    const flags = (process.env.FRESH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+    const child = spawn(process.execPath, [...flags, FRESH, host, path, String(events), ...(tree ? [tree] : [])], { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     child.stdout.setEncoding("utf8").on("data", (text) => (out += text));
     child.once("error", reject);
@@ -556,7 +560,12 @@ try {
     const [small, nested, huge] = results;
     const labels = hosts.map(([label]) => label);
     console.log("\n### 5. A fresh process: one new `node` per host and run\n");
-    console.log("Each run is a new `node` process (bench/stream/fresh.mjs) that spawns `cat FILE` and hosts its output once, cold; 5 repetitions, hosts interleaved in rotating order. The naive JS framer: `child_process.spawn`, `Buffer#indexOf(10)`, one `JSON.parse` per line, no validation; readline + `JSON.parse` likewise; `JSON.parse` alone: the file's lines, read and split before the timed region, parsed once. Loading the package (`require`) is not in the timed region (last row). Medians; JS-thread busy is event-loop active time (ELU) / thread CPU time.\n");
+    console.log(
+      "Each run is a new `node` process (bench/stream/fresh.mjs) that spawns `cat FILE` and hosts its output once, cold; 5 repetitions, hosts interleaved in rotating order. The naive JS framer: `child_process.spawn`, `Buffer#indexOf(10)`, one `JSON.parse` per line, no validation; readline + `JSON.parse` likewise; `JSON.parse` alone: the file's lines, read and split before the timed region, parsed once. Loading the package (`require`) is not in the timed region (last row). Medians; JS-thread busy is event-loop active time (ELU) / thread CPU time; GC pauses: the collector's pauses on the JS thread in the timed region (PerformanceObserver \"gc\" entries; incremental marking's steps between them are not pauses)." +
+        (process.env.FRESH_LOAD_PACKAGE === "1" ? " Every host loaded the package first (FRESH_LOAD_PACKAGE=1)." : "") +
+        (process.env.FRESH_NODE_FLAGS ? ` Node flags: ${process.env.FRESH_NODE_FLAGS}.` : "") +
+        "\n",
+    );
     console.log(`| input | ${labels.join(" | ")} |`);
     console.log(`| --- |${labels.map(() => " ---: |").join("")}`);
     const row = (title, result, fn) => console.log(`| ${title} | ${labels.map((label) => (result.runs.has(label) ? fn(result.runs.get(label)) : "—")).join(" | ")} |`);
@@ -566,6 +575,7 @@ try {
     row(`${small.name}, spawn → first event`, small, (runs) => (runs[0].firstEventMs === undefined ? "—" : ms(med(runs, "firstEventMs"))));
     row(`${nested.name}, JS-thread busy`, nested, busy);
     row(`${nested.name}, wall`, nested, (runs) => ms(med(runs, "wallNs") / 1e6));
+    row(`${nested.name}, GC pauses (runs with a major GC)`, nested, (runs) => `${ms(med(runs, "gcPauseMs"))} (${runs.filter((run) => run.majorGcs > 0).length} of ${runs.length})`);
     row("loading the package (not timed above)", small, (runs) => (runs[0].host === "ours" ? ms(med(runs, "loadMs")) : "—"));
     const ours = (result) => result.runs.get("ours");
     const naiveWall = ratio(ours(small), small.runs.get("naive JS framer"), "wallNs");

@@ -12,11 +12,16 @@
 // read and split before the timed region: the parse's first pass). The
 // writer child is `cat FILE`. Prints one JSON object on stdout: the run's
 // numbers (bench/stream.mjs says what each is).
+//
+// FRESH_LOAD_PACKAGE=1: every host loads the package (TREE's dist) before
+// its timed region, as `ours` must, so that all start from the same heap
+// (loading it runs a few young-generation collections, and V8 sizes its
+// first old-generation limit by what survived them).
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
-import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { PerformanceObserver, constants, monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
 import { processCpuMs, resetPeakRss, statusBytes, threadTimes } from "./measure.mjs";
 
@@ -27,7 +32,8 @@ const elu = () => performance.eventLoopUtilization();
 
 // Loading the package is not in the timed region; it is reported apart.
 const loadStart = now();
-const spawnBridgeProcess = host === "ours" ? createRequire(import.meta.url)(resolve(tree, "dist/index.js")).spawnBridgeProcess : undefined;
+const loaded = host === "ours" || process.env.FRESH_LOAD_PACKAGE === "1" ? createRequire(import.meta.url)(resolve(tree, "dist/index.js")) : undefined;
+const spawnBridgeProcess = host === "ours" ? loaded.spawnBridgeProcess : undefined;
 const loadMs = Number(now() - loadStart) / 1e6;
 
 function startRun() {
@@ -37,6 +43,12 @@ function startRun() {
   // 1.46, an epoll_wait interrupted by SIGCHLD otherwise counts as active.
   const monitor = monitorEventLoopDelay({ resolution: 1 });
   monitor.enable();
+  // The garbage collector's pauses on this thread during the run (V8 reports
+  // them a little later, so they are added to the result after a wait).
+  const pauses = [];
+  const gcs = new PerformanceObserver((list) => pauses.push(...list.getEntries()));
+  gcs.observe({ entryTypes: ["gc"] });
+  const startedAt = performance.now();
   const [cpu, waited] = threadTimes();
   const start = { elu: elu(), cpu, waited, processCpu: processCpuMs(), time: now(), firstEvent: 0n };
   const stats = { events: 0, invalid: 0, stderr: 0, typeChars: 0 };
@@ -47,6 +59,7 @@ function startRun() {
     const cpuMs = cpuEnd - start.cpu;
     const otherCpuMs = processCpuMs() - start.processCpu - cpuMs;
     monitor.disable();
+    const endedAt = performance.now();
     const result = {
       host,
       wallNs: Number(end - start.time),
@@ -63,7 +76,13 @@ function startRun() {
       code,
       ...stats,
     };
-    process.stdout.write(`${JSON.stringify(result)}\n`);
+    setTimeout(() => {
+      gcs.disconnect();
+      const during = pauses.filter((entry) => entry.startTime >= startedAt && entry.startTime < endedAt);
+      result.gcPauseMs = during.reduce((sum, entry) => sum + entry.duration, 0);
+      result.majorGcs = during.filter((entry) => entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR).length;
+      process.stdout.write(`${JSON.stringify(result)}\n`);
+    }, 50);
   };
   const consumer = {
     onEvent(event) {
