@@ -4,6 +4,8 @@
 // same spec (bench/zod-baseline.ts, what users would pick instead).
 //
 //   npm run bench:decode            (node --expose-gc bench/decode.mjs)
+//   DECODE_BENCH_NATIVE=1 node --expose-gc bench/decode.mjs
+//                                   (also the native call alone: validateEventLine)
 import { createRequire } from "node:module";
 import { compare, formatNs } from "./harness.mjs";
 import { llmStart, nestedResult, smallStream, textDelta, toolEnd } from "./lines.mjs";
@@ -20,6 +22,10 @@ const contenders = [
   ["zod baseline", zodDecodeBridgeEventLine],
   ...(before ? [["decodeBridgeEventLine, the build before", before]] : []),
 ];
+// DECODE_BENCH_NATIVE=1: the native validation call alone (the line copied
+// out of V8, judged, no parse), to see what the call costs beside the parse.
+const nativeAlone = process.env.DECODE_BENCH_NATIVE === "1" ? require("../dist/native.js").native.validateEventLine : undefined;
+if (nativeAlone) contenders.push(["validateEventLine alone", (line) => nativeAlone(line)]);
 
 const cases = [
   ["text_delta run_event", () => Array.from({ length: 20_000 }, (_, i) => textDelta(i)), { rounds: 21 }],
@@ -43,15 +49,19 @@ for (const [name, make] of cases) {
 }
 
 console.log(`node ${process.version}, ${process.platform}-${process.arch}`);
-console.log(`| case | line size | JSON.parse per event | decodeBridgeEventLine | ratio | zod baseline | ratio |${before ? " before | before / now |" : ""}`);
-console.log(`| --- | ---: | ---: | ---: | ---: | ---: | ---: |${before ? " ---: | ---: |" : ""}`);
+console.log(`| case | line size | JSON.parse per event | decodeBridgeEventLine | ratio | zod baseline | ratio |${before ? " before | before / now |" : ""}${nativeAlone ? " validateEventLine alone | ratio |" : ""}`);
+console.log(`| --- | ---: | ---: | ---: | ---: | ---: | ---: |${before ? " ---: | ---: |" : ""}${nativeAlone ? " ---: | ---: |" : ""}`);
 for (const [name, make, options] of cases) {
   const lines = make();
   const size = lines.reduce((n, l) => n + l.length, 0) / lines.length;
-  const [parse, ours, zod, earlier] = compare(contenders, lines, options);
+  const rows = compare(contenders, lines, options);
+  const [parse, ours, zod] = rows;
+  const earlier = before ? rows[3] : undefined;
+  const alone = nativeAlone ? rows[rows.length - 1] : undefined;
   const sizeText = size >= 1 << 20 ? `${(size / (1 << 20)).toFixed(1)} MiB` : size >= 1024 ? `${(size / 1024).toFixed(1)} KiB` : `${size.toFixed(0)} B`;
   console.log(
     `| ${name} | ${sizeText} | ${formatNs(parse.perEventNs)} | ${formatNs(ours.perEventNs)} | ${ours.ratio.toFixed(2)}× | ${formatNs(zod.perEventNs)} | ${zod.ratio.toFixed(2)}× |` +
-      (earlier ? ` ${formatNs(earlier.perEventNs)} | ${(earlier.ratio / ours.ratio).toFixed(2)}× |` : ""),
+      (earlier ? ` ${formatNs(earlier.perEventNs)} | ${(earlier.ratio / ours.ratio).toFixed(2)}× |` : "") +
+      (alone ? ` ${formatNs(alone.perEventNs)} | ${alone.ratio.toFixed(3)}× |` : ""),
   );
 }
