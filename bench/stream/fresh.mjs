@@ -14,9 +14,8 @@
 // numbers (bench/stream.mjs says what each is).
 //
 // FRESH_LOAD_PACKAGE=1: every host loads the package (TREE's dist) before
-// its timed region, as `ours` must, so that all start from the same heap
-// (loading it runs a few young-generation collections, and V8 sizes its
-// first old-generation limit by what survived them).
+// its timed region, as `ours` must, so that all start from a heap that
+// has loaded the same code (and collected what loading it left behind).
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
