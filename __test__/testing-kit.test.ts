@@ -172,10 +172,8 @@ describe("replayBackend", () => {
     await expect.poll(() => deviating.mismatches().length).toBe(1);
     // Which command the approval is depends on the recording: a second prompt
     // that met the §12 race was refused and sent again, one command more.
-    const commands = transcript.split("\n").flatMap((line) => {
-      const entry = JSON.parse(line) as { in?: { type: string } };
-      return entry.in ? [entry.in.type] : [];
-    });
+    const entries = transcript.split("\n").map((line) => JSON.parse(line) as { out?: string; in?: { type: string } });
+    const commands = entries.flatMap((entry) => (entry.in ? [entry.in.type] : []));
     const approveAt = commands.indexOf("approve") + 1;
     expect(approveAt).toBeGreaterThanOrEqual(3);
     expect(commands.slice(0, approveAt - 1).every((type) => type === "prompt")).toBe(true);
@@ -187,7 +185,6 @@ describe("replayBackend", () => {
     // approval is one command later. Made from this recording when it did
     // not meet the race itself.
     if (approveAt === 3) {
-      const entries = transcript.split("\n").map((line) => JSON.parse(line) as { out?: string; in?: { type: string } });
       const prompts = entries.flatMap((entry, index) => (entry.in?.type === "prompt" ? [index] : []));
       const { protocol_version, ts } = JSON.parse(entries[0].out!) as { protocol_version: string; ts: number };
       const refusal = { out: JSON.stringify({ protocol_version, type: "error", ts, scope: "command", message: "A run is already active." }) };

@@ -59,11 +59,14 @@ if (process.argv[2] === "--run") {
     const event = JSON.parse(line);
     const files = event.event.payload.result.files;
     const chunks = [];
-    for (let i = 0, cut = []; i < files.length; i++) {
-      cut.push(JSON.stringify(files[i]));
-      if (cut.reduce((n, text) => n + text.length + 1, 0) >= CHUNK_BYTES || i === files.length - 1) {
+    for (let i = 0, cut = [], bytes = 0; i < files.length; i++) {
+      const text = JSON.stringify(files[i]);
+      cut.push(text);
+      bytes += text.length + 1;
+      if (bytes >= CHUNK_BYTES || i === files.length - 1) {
         chunks.push(`[${cut.join(",")}]`);
         cut = [];
+        bytes = 0;
       }
     }
     event.event.payload.result.files = "lifted";
