@@ -19,6 +19,8 @@ mod decoder;
 mod external;
 #[cfg(unix)]
 mod pipe;
+#[cfg(unix)]
+pub use pipe::socket_pair;
 mod stream;
 mod strings;
 mod teardown;
