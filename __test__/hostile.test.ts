@@ -17,13 +17,16 @@
  * figures. The last block holds a known bug of wireBridgeProcess (push
  * mode) as an expected failure.
  */
+import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import {
+  attachAgentSession,
   DEFAULT_MAX_LINE_BYTES,
   decodeBridgeEventLine,
+  type SessionStartError,
   spawnBridgeProcess,
   wireBridgeProcess,
   type BridgeEvent,
@@ -62,7 +65,8 @@ const L = requireFixture("./fixtures/hostile-lines.js") as {
  * Runs hostile-writer.js with the records of scenario `name` and checks every
  * stdout callback against them; collects stderr lines. Resolves at onExit.
  */
-function runRecords(name: string, params: Record<string, unknown> = {}, maxLineBytes?: number) {
+function runRecords(name: string, params: Record<string, unknown> = {}, maxLineBytes?: number, via: "spawn" | "attach" = "spawn") {
+  if (via === "attach") return runRecordsAttached(name, params, maxLineBytes);
   const checker = new L.StreamChecker(L.records(name, params), { decode: decodeBridgeEventLine, maxLineBytes: maxLineBytes ?? DEFAULT_MAX_LINE_BYTES });
   const stderr: string[] = [];
   const order: string[] = [];
@@ -83,6 +87,57 @@ function runRecords(name: string, params: Record<string, unknown> = {}, maxLineB
   });
 }
 
+/**
+ * The same, through the path `attachAgentSession` reads by: a child the
+ * test spawned with Node's own pipes, wired by `wireBridgeProcess` (each
+ * chunk judged in its `data` handling). Resolves at the child's `close`.
+ */
+function runRecordsAttached(name: string, params: Record<string, unknown>, maxLineBytes?: number) {
+  const checker = new L.StreamChecker(L.records(name, params), { decode: decodeBridgeEventLine, maxLineBytes: maxLineBytes ?? DEFAULT_MAX_LINE_BYTES });
+  const stderr: string[] = [];
+  const child = spawn(process.execPath, [writer, "records", JSON.stringify({ name, ...params })], { stdio: ["ignore", "pipe", "pipe"] });
+  const wiring = wireBridgeProcess(child, { ...checker.callbacks, onStderr: (line) => stderr.push(line) }, maxLineBytes ? { maxLineBytes } : {});
+  return new Promise<{ check: CheckResult; stderr: string[]; summary: WriterSummary; exit: [number | null, string | null]; order: string[] }>((resolve) => {
+    child.once("close", (code, signal) => {
+      wiring.dispose();
+      const last = stderr.pop() ?? "";
+      const summary = JSON.parse(last.replace("hostile-writer: done ", "")) as WriterSummary;
+      resolve({ check: checker.finish(), stderr, summary, exit: [code, signal], order: [] });
+    });
+  });
+}
+
+/**
+ * A hostile stream through `attachAgentSession` itself: every event before
+ * the first invalid line reaches onEvent, exactly as the wiring delivered
+ * it; the invalid line fails the start (no `ready` in these streams), the
+ * child is killed, nothing hangs and nothing throws.
+ */
+async function attachedSession(name: string, params: Record<string, unknown>) {
+  const reference: BridgeEvent[] = [];
+  let firstError = -1;
+  await new Promise<void>((resolve) => {
+    const child = spawn(process.execPath, [writer, "records", JSON.stringify({ name, ...params })], { stdio: ["ignore", "pipe", "pipe"] });
+    const wiring = wireBridgeProcess(child, {
+      onEvent: (event) => reference.push(event),
+      onDecodeError: () => {
+        if (firstError < 0) firstError = reference.length;
+      },
+    });
+    child.once("close", () => {
+      wiring.dispose();
+      resolve();
+    });
+  });
+  const seen: BridgeEvent[] = [];
+  const child = spawn(process.execPath, [writer, "records", JSON.stringify({ name, ...params })], { stdio: ["pipe", "pipe", "pipe"] });
+  const outcome = await attachAgentSession(child, { readyTimeoutMs: 60_000, onEvent: (event) => seen.push(event), onDiagnostic: () => {} }).then(
+    (session) => session.close().then(() => "ready"),
+    (error: SessionStartError) => error.code,
+  );
+  await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once("close", resolve)));
+  return { outcome, seen, expected: firstError < 0 ? reference : reference.slice(0, firstError), firstError };
+}
 
 const MiB = 1024 * 1024;
 
@@ -163,6 +218,42 @@ describe("hostile stdout through a real pipe: every line accounted for, in order
     expect(check.problems).toEqual([]);
     expect(exit).toEqual([0, null]);
     expect({ events: check.events, errors: check.errors }).toEqual(counts);
+  });
+});
+
+describe("hostile stdout through attachAgentSession's path (Node's pipes, wireBridgeProcess): every line accounted for, in order", () => {
+  const cases: [string, Record<string, unknown>, { events: number; errors: number }][] = [
+    ["utf8", { chunk: 1 }, { events: 13, errors: 7 }], // one byte per write: characters split across chunks
+    ["nul", {}, { events: 3, errors: 7 }],
+    ["numbers", {}, { events: 12, errors: 20 }],
+    ["surrogates", {}, { events: 9, errors: 5 }],
+  ];
+  it.each(cases)("%s %j", async (name, params, counts) => {
+    const { check, summary, exit } = await runRecords(name, params, undefined, "attach");
+    expect(check.problems).toEqual([]);
+    expect(exit).toEqual([0, null]);
+    expect(check.lines).toBe(summary.stdoutLines);
+    expect({ events: check.events, errors: check.errors }).toEqual(counts);
+  });
+
+  it("a flood of 100,000 random valid and invalid lines, and lines that never end", async () => {
+    const flood = await runRecords("flood", { count: 100_000, seed: 20261202 }, undefined, "attach");
+    expect(flood.check.problems).toEqual([]);
+    expect(flood.check.lines).toBe(100_000);
+    for (const [variant, maxLineBytes] of [["large", undefined], ["over-limit", MiB], ["cr", undefined], ["split-character", undefined]] as const) {
+      const { check, exit } = await runRecords("unterminated", { variant }, maxLineBytes, "attach");
+      expect(check.problems, variant).toEqual([]);
+      expect(exit, variant).toEqual([0, null]);
+    }
+  });
+
+  it("through attachAgentSession itself: the events before the first bad line, in order, then a clean start failure", async () => {
+    for (const [name, params] of [["utf8", { chunk: 1 }], ["numbers", {}], ["flood", { count: 20_000, seed: 7 }]] as const) {
+      const { outcome, seen, expected, firstError } = await attachedSession(name, params);
+      expect(firstError, name).toBeGreaterThanOrEqual(0);
+      expect(seen, name).toEqual(expected);
+      expect(["protocol-error", "bad-ready", "unsupported-protocol"], `${name}: ${outcome}`).toContain(outcome);
+    }
   });
 });
 

@@ -49,6 +49,17 @@ describe.runIf(process.platform === "linux")("resource bounds", () => {
     expect(r.cycleMs).toBeLessThan(60_000);
   }, 100_000);
 
+  it("the same 1 GB stream through attachAgentSession's path (Node's pipes, wireBridgeProcess): bounded memory, every event in order", async () => {
+    const bytes = 1e9;
+    const r = await host<{ events: number; errors: number; mbPerSecond: number }>({ scenario: "events", params: { bytes, mix: "mixed" }, via: "attach" }, 180_000);
+    figure("resources 1 GB stream, attach path", { events: r.events, elapsedMs: r.elapsedMs, mbPerSecond: r.mbPerSecond, peakOverStartMiB: MiBof(r.peakKb - r.startKb), peakReset: r.peakReset });
+    expect(r.problems).toEqual([]);
+    expect(r.exit.code).toBe(0);
+    expect(r.errors).toBe(0);
+    expect(r.events).toBe(r.exit.summary.stdoutLines);
+    expect(r.peakKb - r.startKb).toBeLessThan(64 * 1024);
+  }, 200_000);
+
   it("a 1 GB stream of small events decodes in bounded memory, every event in order", async () => {
     const bytes = 1e9;
     const r = await host<{ events: number; errors: number; types: Record<string, number>; mbPerSecond: number; eventsPerSecond: number }>(

@@ -2,11 +2,20 @@
  * The session layer against the real agentlane==0.22.0 backend (the
  * scenario app in tests/e2e/backends): one full conversation touching every
  * part of §9.5, and vitest exiting by itself proves no timer or handle leaks.
+ *
+ * Each suite runs through every way a session gets its backend (`starts`):
+ * spawned by `createAgentSession`, and attached with `attachAgentSession`
+ * to a ChildProcess the test spawned itself, directly and through `sh -c`
+ * (as `docker exec -i` or `ssh` would run it). A start mode that changes
+ * how the backend starts adds itself to the table.
  */
+import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  attachAgentSession,
   createAgentSession,
+  type AgentSessionOptions,
   type AgentActivity,
   type AgentSession,
   type ApprovalResolution,
@@ -24,6 +33,35 @@ const backend = {
   args: ["-m", "agentlane_process_bridge", "--app", "scenario_app:create_backend"],
   cwd: join(repoRoot, "tests", "e2e", "backends"),
 };
+
+type SessionOptions = Omit<AgentSessionOptions, "backend">;
+
+/** A way of starting a session on the real backend. */
+interface Start {
+  name: string;
+  open(options: SessionOptions): Promise<AgentSession>;
+  /** The child the test spawned itself (attached starts). */
+  child?: () => ChildProcess | undefined;
+}
+
+/** Spawns the backend as an application would before attaching: Node's own pipes. */
+function attached(command: string, args: string[]): Start {
+  let child: ChildProcess | undefined;
+  return {
+    name: command === "sh" ? "attachAgentSession through sh -c (as docker exec -i)" : "attachAgentSession on a ChildProcess",
+    open: (options) => {
+      child = spawn(command, args, { cwd: backend.cwd, stdio: ["pipe", "pipe", "pipe"] });
+      return attachAgentSession(child, options);
+    },
+    child: () => child,
+  };
+}
+
+const spawned: Start = { name: "createAgentSession", open: (options) => createAgentSession({ backend, ...options }) };
+const direct = attached(backend.command, backend.args);
+const throughShell = attached("sh", ["-c", 'exec "$0" "$@"', backend.command, ...backend.args]);
+/** Every start; the long suites (many runs of the same thing) run on the first two. */
+const starts = [spawned, direct, throughShell];
 
 let open: AgentSession[] = [];
 afterEach(async () => {
@@ -45,7 +83,7 @@ function segmentsOf(chunks: TextChunk[]): Map<number, string> {
   return texts;
 }
 
-describe("createAgentSession with the real backend", () => {
+describe.each(starts)("$name with the real backend", (start) => {
   it("runs a full conversation: text, a policy-decided approval, a plan, cancel, reset, configure, close", async () => {
     const assistant: TextChunk[] = [];
     const tools: ToolActivity[] = [];
@@ -56,8 +94,9 @@ describe("createAgentSession with the real backend", () => {
     const diagnostics: SessionDiagnostic[] = [];
     const closes: SessionClose[] = [];
     const policyCalls: string[] = [];
-    const session = await createAgentSession({
-      backend,
+    const session = await start.open({
+      // A loaded machine can take over 1.5 s to exit after shutdown; the close must still be a clean exit.
+      shutdownGraceMs: 10_000,
       approvals: async ({ request, signal }) => {
         policyCalls.push(request.path ?? "");
         expect(signal.aborted).toBe(false);
@@ -137,15 +176,32 @@ describe("createAgentSession with the real backend", () => {
     await expect(session.run("chat")).rejects.toMatchObject({ name: "SessionClosedError", message: "Agent session closed: shutdown" });
   });
 
+  it("delivers a 20 MB tool result intact through the session", async () => {
+    const size = 20_000_000;
+    const tools: ToolActivity[] = [];
+    const session = await start.open({ onToolActivity: (activity) => tools.push(activity), onDiagnostic: () => {} });
+    open.push(session);
+    const result = await session.run(`big ${size}`);
+    expect(result).toMatchObject({ status: "completed", finalOutput: `Received ${size + 2} bytes of JSON` });
+    const ends = tools.filter((t): t is Extract<ToolActivity, { phase: "end" }> => t.phase === "end");
+    expect(ends.map((t) => [t.call.tool, t.ok])).toEqual([["make_blob", true]]);
+    const blob = ends[0].result as string;
+    expect(blob.length).toBe(size);
+    // Compared without letting a mismatch print 20 MB.
+    expect(blob === "0123456789abcdef".repeat(size / 16)).toBe(true);
+  });
+});
+
+describe.each(starts.slice(0, 2))("$name with the real backend, many runs", (start) => {
   it("rejects a failing run with RunError and stays usable", async () => {
-    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+    const session = await start.open({ onDiagnostic: () => {} });
     open.push(session);
     await expect(session.run("fail")).rejects.toMatchObject({ name: "RunError", message: "Scripted model failure." });
     expect((await session.run("chat again")).status).toBe("completed");
   });
 
   it("runs prompts back to back without spurious 'A run is already active.' failures", async () => {
-    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+    const session = await start.open({ onDiagnostic: () => {} });
     open.push(session);
     for (let i = 0; i < 25; i++) {
       expect((await session.run(`chat ${i}`)).status).toBe("completed");
@@ -153,7 +209,7 @@ describe("createAgentSession with the real backend", () => {
   });
 
   it("reset() right after run(), 40 times: every reset resolves and the next run sees a fresh conversation (the reset race absorbed)", async () => {
-    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+    const session = await start.open({ onDiagnostic: () => {} });
     open.push(session);
     for (let i = 0; i < 40; i++) {
       const run = session.run("count");
@@ -163,5 +219,26 @@ describe("createAgentSession with the real backend", () => {
       const next = await session.run("count");
       expect(next).toMatchObject({ status: "completed", finalOutput: "This conversation has 1 user message(s)." });
     }
+  });
+});
+
+describe("attachAgentSession: what only an attached process shows", () => {
+  it("close() of a backend that ignores shutdown uses the process's own kill: SIGTERM, then SIGKILL; the process is gone", async () => {
+    const stubborn = join(repoRoot, "tests", "e2e", "backends", "ignores_shutdown.py");
+    const child = spawn(backend.command, [stubborn], { cwd: backend.cwd, stdio: ["pipe", "pipe", "pipe"] });
+    const signals: (NodeJS.Signals | number | undefined)[] = [];
+    const kill = child.kill.bind(child);
+    child.kill = (signal?: NodeJS.Signals | number) => {
+      signals.push(signal);
+      return kill(signal);
+    };
+    const closes: SessionClose[] = [];
+    const session = await attachAgentSession(child, { shutdownGraceMs: 300, termGraceMs: 300, onClose: (close) => closes.push(close), onDiagnostic: () => {} });
+    expect(session.process).toEqual({ mode: "attached", pid: child.pid, processGroup: undefined, supervisorPid: undefined });
+    await session.close();
+    // It ignores shutdown and SIGTERM: the grace ends in SIGTERM, then SIGKILL, both through child.kill.
+    expect(signals).toEqual(["SIGTERM", "SIGKILL"]);
+    expect(child.signalCode).toBe("SIGKILL");
+    expect(closes).toEqual([{ reason: "shutdown", code: null, signal: "SIGKILL" }]);
   });
 });

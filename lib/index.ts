@@ -52,6 +52,7 @@ export {
   type BridgeScheduler,
 } from "./channel";
 export { attachAgentSession, createAgentSession } from "./session/index";
+export { setMaxConcurrentStarts, startSlots } from "./session/start-slots";
 export type { AgentProcessLike, AttachOptions } from "./session/attach";
 export { checkBackend, type CheckOptions, type CheckReport } from "./check";
 export type { FlightRecord, FlightRecorderOptions } from "./session/flight-recorder";

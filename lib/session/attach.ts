@@ -23,7 +23,7 @@ import type { OpenBackend } from "./backend";
 /** What `attachAgentSession` needs from a process (a `ChildProcess` has all of it). */
 export interface AgentProcessLike {
   /** Where commands are written. */
-  stdin: BridgeChildLike["stdin"] & { end?: () => unknown };
+  stdin: (NonNullable<BridgeChildLike["stdin"]> & { end?: () => unknown }) | null;
   /** The backend's events. */
   stdout: Readable | null;
   /** Diagnostics; optional. */

@@ -14,6 +14,7 @@ import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach"
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
 import { likelyCause } from "./diagnose";
 import { SessionController } from "./controller";
+import { withStartSlot } from "./start-slots";
 import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./types";
 
 /**
@@ -23,8 +24,8 @@ import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./
 export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConfig>>(
   options: AgentSessionOptions<TConfig, TConfigPatch>,
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
+  let controller: SessionController<TConfig, TConfigPatch>;
   let spec;
-  let controller;
   try {
     checkSessionOptions(options);
     controller = new SessionController<TConfig, TConfigPatch>(options);
@@ -32,7 +33,14 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   } catch (error) {
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
   }
-  return controller.start(spec.command, spawnedBackend(spec));
+  const { command } = spec;
+  const open = spawnedBackend(spec);
+  // A spawned start holds one of the host's start slots (start-slots.ts) until it is ready or has failed.
+  return withStartSlot((release) => {
+    const started = controller.start(command, open);
+    started.then(release, release);
+    return started;
+  });
 }
 
 /**
