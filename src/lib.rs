@@ -19,6 +19,8 @@ mod decoder;
 mod external;
 #[cfg(unix)]
 mod pipe;
+#[cfg(unix)]
+mod prefork;
 mod stream;
 mod strings;
 mod teardown;
