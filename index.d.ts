@@ -43,9 +43,10 @@ export declare class StreamReader {
    */
   constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
   /**
-   * Creates an OS pipe, starts reading its read end, and returns the
-   * write end's file descriptor for `spawn`'s `stdio`. Call
-   * `closePipeWriter()` once the child has been spawned.
+   * Creates the stream's socket pair (`pipe.rs`), starts reading the
+   * host's end, and returns the child's end's file descriptor for
+   * `spawn`'s `stdio`. Call `closePipeWriter()` once the child has been
+   * spawned. This is the only descriptor a stream holds in the host.
    */
   openPipe(): number
   /**
@@ -161,6 +162,16 @@ export interface ProtocolTables {
  * calls this once when it loads, before any decoding.
  */
 export declare function registerDecodeErrorFactory(factory: (message: string, fields: string[], code: string) => Error): void
+
+/**
+ * A Unix socket pair for a child's stdin or its supervisor's control
+ * channel: `[host, child]` file descriptors. The host wraps its end in a
+ * `net.Socket`, which then owns it; the caller closes the child's end once
+ * the child has it. The spawner makes every stdio channel itself, so that
+ * a spawn that fails for want of descriptors leaves none behind (Node's
+ * own `stdio: "pipe"` kept both host ends open then).
+ */
+export declare function socketPair(): Array<number>
 
 /**
  * Validates a value that `JSON.parse` produced from an event line, by

@@ -843,4 +843,5 @@ module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
 module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVersion
 module.exports.protocolTables = nativeBinding.protocolTables
 module.exports.registerDecodeErrorFactory = nativeBinding.registerDecodeErrorFactory
+module.exports.socketPair = nativeBinding.socketPair
 module.exports.validateEventValue = nativeBinding.validateEventValue

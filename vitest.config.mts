@@ -26,6 +26,17 @@ export default defineConfig({
         extends: true,
         test: { name: "session", include: ["__test__/session/**/*.test.ts"], setupFiles: ["__test__/session/spawn-spy.ts"] },
       },
+      {
+        // The same suites through attachAgentSession and an in-memory fake
+        // backend (harness.ts, MemoryFake): every scenario through both.
+        extends: true,
+        test: {
+          name: "session-attach",
+          include: ["__test__/session/**/*.test.ts"],
+          setupFiles: ["__test__/session/spawn-spy.ts"],
+          env: { PBN_SESSION_TRANSPORT: "attach" },
+        },
+      },
     ],
   },
 });

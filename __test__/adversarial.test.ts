@@ -75,6 +75,22 @@ describe.runIf(process.platform === "linux")("leaks", () => {
   }, 60_000);
 });
 
+describe.runIf(process.platform === "linux")("descriptors per session (issue 19)", () => {
+  // Before: a supervised session held 8 (two wake pipes of the readers, and
+  // Node's stdio pipes), a grouped one 7. Now the host holds its end of each
+  // channel and nothing else: stdin, stdout, stderr, and the supervisor's
+  // control socket. README "How many sessions a host can hold" has the figure.
+  for (const [start, perSession] of [["supervised", 4], ["grouped", 3], ["attach", 3]] as const) {
+    it(`${start}: ${perSession} descriptors per open session, all sockets, none left after close`, async () => {
+      const r = await leak<{ perSession: number; kinds: Record<string, number>; leftAfterClose: number }>("descriptors", { count: 10, start });
+      figure(`adversarial descriptors ${start}`, r);
+      expect(r.perSession).toBe(perSession);
+      expect(r.kinds).toEqual({ socket: 10 * perSession });
+      expect(r.leftAfterClose).toBe(0);
+    });
+  }
+});
+
 describe.runIf(process.platform === "linux")("bounds", () => {
   it("a backend that never reads stdin: 500 prompts of 900 KB buffer at most 16 MiB (and one command) in the channel and in the session", async () => {
     const r = await leak<{

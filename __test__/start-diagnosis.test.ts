@@ -31,6 +31,48 @@ async function startError(options: AgentSessionOptions): Promise<SessionStartErr
 }
 
 describe("start failures say why", () => {
+  // Issue 19: a missing cwd was reported as the supervisor's ENOENT, with
+  // "sh was not found" as the cause; a missing command, a missing cwd and
+  // a missing supervisor are three causes.
+  for (const supervise of [true, false]) {
+    it(`a working directory that does not exist (supervise: ${supervise}): the command's ENOENT, and the cause names the directory`, async () => {
+      const cwd = join(repoRoot, "no-such-directory-pbn");
+      const error = await startError({ backend: { command: "sh", args: ["-c", "exit 0"], cwd, supervise } });
+      expect(error.code).toBe("spawn-failed");
+      expect(error.message).toBe("spawn sh ENOENT");
+      expect(error.cause).toMatchObject({ code: "ENOENT", reason: "cwd-missing", cwd });
+      expect(error.likelyCause).toBe(`The backend's working directory ${cwd} does not exist: check projectDir (or cwd), which a relative path is resolved against the host's cwd for.`);
+    });
+  }
+
+  it("a command that is not there, under the supervisor: named as the command's ENOENT, not the supervisor's", async () => {
+    const error = await startError({ backend: { command: "no-such-command-pbn", supervise: true } });
+    expect(error.message).toBe("spawn no-such-command-pbn ENOENT");
+    expect(error.cause).toMatchObject({ code: "ENOENT", reason: "command-missing" });
+    expect(error.likelyCause).toMatch(/^no-such-command-pbn was not found \(ENOENT\): check the command and PATH/);
+  });
+
+  it("a relative command with a cwd: the cause says it is resolved against the cwd", async () => {
+    // tests/e2e/backends has no .venv of its own; the repository root has.
+    const error = await startError({ backend: { command: ".venv/bin/python", args: ["-m", "agentlane_process_bridge"], cwd: join(repoRoot, "tests", "e2e", "backends") } });
+    expect(error.cause).toMatchObject({ code: "ENOENT", reason: "command-missing" });
+    expect(error.likelyCause).toMatch(/^\.venv\/bin\/python was not found: .*a relative path is resolved against the backend's cwd/);
+  });
+
+  it("a supervisor whose file is gone: spawn-failed, and the cause says the install is broken", async () => {
+    const saved = process.env.PROCESS_BRIDGE_SUPERVISOR;
+    process.env.PROCESS_BRIDGE_SUPERVISOR = join(repoRoot, "no-such-supervisor-pbn");
+    try {
+      const error = await startError({ backend: { command: "sh", args: ["-c", "exit 0"], supervise: true } });
+      expect(error.message).toBe("spawn sh ENOENT");
+      expect(error.cause).toMatchObject({ code: "ENOENT", reason: "supervisor-missing" });
+      expect(error.likelyCause).toMatch(/^The native supervisor of this platform's package is missing \(a broken install\)/);
+    } finally {
+      if (saved === undefined) delete process.env.PROCESS_BRIDGE_SUPERVISOR;
+      else process.env.PROCESS_BRIDGE_SUPERVISOR = saved;
+    }
+  });
+
   it("a missing Python: spawn-failed, ENOENT as cause, and what to give instead", async () => {
     const error = await startError({ backend: { command: "/nonexistent/venv/bin/python", args: ["-m", "agentlane_process_bridge"] } });
     expect(error.code).toBe("spawn-failed");

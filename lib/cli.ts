@@ -16,6 +16,7 @@
  */
 import { parseArgs } from "node:util";
 import { checkBackend, type CheckReport } from "./check";
+import { checkMilliseconds } from "./options";
 import type { BackendSpec } from "./process";
 
 const USAGE = `usage: process-bridge-native check --app module:factory [--project-dir DIR] [--python PATH]
@@ -64,7 +65,15 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`process-bridge-native: give --app module:factory or -- <command> [args...]\n${USAGE}\n`);
     return 2;
   }
-  const timeoutMs = values["timeout-ms"] === undefined ? undefined : Number(values["timeout-ms"]);
+  const rawTimeout = values["timeout-ms"];
+  // Number("") is 0: an empty value is as unusable as "abc".
+  const timeoutMs = rawTimeout === undefined ? undefined : rawTimeout.trim() === "" ? Number.NaN : Number(rawTimeout);
+  try {
+    checkMilliseconds("--timeout-ms", timeoutMs);
+  } catch (error) {
+    process.stderr.write(`process-bridge-native: ${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
   const report = await checkBackend(backend, {
     prompt: values.prompt,
     approvals: () => (values.allow ? true : { allowed: false, reason: "Denied by the check." }),

@@ -114,6 +114,24 @@ export class AgentSessionError extends Error {
 }
 
 /** `SessionStartError.code`. */
+/**
+ * A number the application gave that cannot be used (`NaN`, negative, a
+ * fraction of a byte, a time beyond Node's timers), refused before
+ * anything starts. Its option's name is in the message and in `option`.
+ */
+export class InvalidOptionError extends RangeError {
+  readonly code = "invalid-option" as const;
+
+  constructor(
+    message: string,
+    /** The option, as the application named it (`readyTimeoutMs`, `flightRecorder.lines`). */
+    readonly option: string,
+  ) {
+    super(message);
+    this.name = "InvalidOptionError";
+  }
+}
+
 export type SessionStartErrorCode =
   /** The backend spec is unusable (nothing was spawned). */
   | "invalid-spec"
@@ -200,7 +218,9 @@ export type SessionStateErrorCode =
   /** The prompt is not a string, is blank, or the encoder refused it (`cause` holds why). */
   | "invalid-prompt"
   /** The backend is not reading its stdin: the command was not sent (see `maxStdinBufferBytes`). */
-  | "stdin-full";
+  | "stdin-full"
+  /** A numeric option of the call (`timeoutMs`, `idleTimeoutMs`) is unusable (`cause`: the `InvalidOptionError`). */
+  | "invalid-option";
 
 /** Local misuse, detected before anything is sent. */
 export class SessionStateError extends AgentSessionError {

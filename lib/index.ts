@@ -7,6 +7,7 @@ export {
   BridgeDecodeError,
   BridgeReadError,
   ConfigureError,
+  InvalidOptionError,
   RunError,
   SessionClosedError,
   SessionStartError,
@@ -50,7 +51,8 @@ export {
   type BridgeChildLike,
   type BridgeScheduler,
 } from "./channel";
-export { createAgentSession } from "./session/index";
+export { attachAgentSession, createAgentSession } from "./session/index";
+export type { AgentProcessLike, AttachOptions } from "./session/attach";
 export { checkBackend, type CheckOptions, type CheckReport } from "./check";
 export type { FlightRecord, FlightRecorderOptions } from "./session/flight-recorder";
 export type { SessionUpdate } from "./session/stream";
@@ -59,6 +61,7 @@ export {
   type AgentInfo,
   type AgentSession,
   type AgentSessionOptions,
+  type AttachSessionOptions,
   type ApprovalDecision,
   type ApprovalPolicy,
   type ApprovalRequest,

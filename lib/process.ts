@@ -4,12 +4,14 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { resolve as resolvePath } from "node:path";
-import type { Readable } from "node:stream";
-import { BridgeReadError } from "./errors";
 import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
-import { findSupervisor, parseReport, type SupervisorReport } from "./spawn/supervisor";
+import { checkProcessOptions } from "./options";
+import { ExitTracker } from "./spawn/exit";
+import { explainSpawnError, withErrnoCode, type SpawnAttempt } from "./spawn/spawn-error";
+import { readControl, reportedSpawnError } from "./spawn/control";
+import { UnixStdio } from "./spawn/stdio";
+import { findSupervisor } from "./spawn/supervisor";
 import type { FlowGate } from "./stream/flow";
-import { createLineReader, type LineReader, type StreamFailure } from "./stream/line-reader";
 import { wirePushed, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
 
 export type { BackendProcess, ContainmentMode };
@@ -52,9 +54,6 @@ export interface BridgeProcessOptions extends LineReaderOptions {
   /** While this gate is closed, stdout's reader waits (backpressure from a consumer; `stream/flow.ts`). */
   flow?: FlowGate;
 }
-
-/** How long after stdout's end the backend has to exit before the end counts as closing it early. */
-const STDOUT_END_GRACE_MS = 1000;
 
 /** A Python AgentLane backend, run with `uv` in its project (§9.4). */
 export interface PythonBackendSpec {
@@ -106,10 +105,17 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
  * returned child's `stdout` and `stderr` are `null`: Node's event loop never
  * touches that data. Use `stdin` through `createBridgeChannel`.
  *
- * Throws, leaving nothing behind, when the pipes cannot be made (e.g. out
- * of file descriptors) or `spawn` itself throws.
+ * Throws `InvalidOptionError` for an unusable number (`maxLineBytes`,
+ * `exitDrainMs`, `termGraceMs`) before anything starts, and, leaving
+ * nothing behind, when the pipes cannot be made (e.g. out
+ * of file descriptors: `code` `EMFILE`) or `spawn` itself throws. Every
+ * other failure to start comes as `onSpawnError` (a `BridgeSpawnError`:
+ * the backend's command, the errno `code`, and `reason` where it can be
+ * told: a missing working directory, command or supervisor), then
+ * `onExit` with the negative errno.
  */
 export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks): ChildProcess {
+  checkProcessOptions(options);
   const supervisor = supervisorFor(options);
   const mode: ContainmentMode = supervisor !== null ? "supervised" : process.platform === "win32" ? "plain" : "grouped";
   const termGraceMs = options.termGraceMs ?? 500;
@@ -122,30 +128,36 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     detached: mode !== "plain",
     windowsHide: true,
   };
-  const exit = new ExitTracker(options, callbacks);
+  const exit = new ExitTracker(options.exitDrainMs ?? 1000, callbacks);
+  const attempt: SpawnAttempt = { command: options.command, cwd: options.cwd, supervisor };
 
   let child: ChildProcess;
+  let controlFd: number | undefined;
   if (process.platform !== "win32") {
-    const stdout = createLineReader("events", callbacks, options, exit.streamEnded("stdout"), options.flow);
-    const stderr = createLineReader("text", callbacks, options, exit.streamEnded("stderr"));
-    exit.readers.push(stdout, stderr);
+    let stdio: UnixStdio;
     try {
-      const stdoutFd = stdout.reader.openPipe();
-      const stderrFd = stderr.reader.openPipe();
-      const control = mode === "supervised" ? "pipe" : "ignore";
-      child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", stdoutFd, stderrFd, control] });
+      stdio = new UnixStdio(callbacks, options, exit, mode === "supervised");
     } catch (error) {
       exit.dispose();
-      throw error;
-    } finally {
-      // The child has its copies now; ours must go for end of file to come.
-      stdout.reader.closePipeWriter();
-      stderr.reader.closePipeWriter();
+      throw spawnFailure(error, attempt);
     }
+    try {
+      child = spawn(command, args, { ...spawnOptions, stdio: stdio.spawnStdio });
+    } catch (error) {
+      stdio.abandon();
+      exit.dispose();
+      throw spawnFailure(error, attempt);
+    }
+    const adopted = stdio.adopt(child.pid !== undefined);
+    child.stdin = adopted.stdin;
+    controlFd = adopted.controlFd;
   } else {
     child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] });
-    exit.useWiring(wirePushed(child, callbacks, options));
+    exit.add(wirePushed(child, callbacks, options));
   }
+  // First: a spawn that failed reports it in a later turn, and an `error`
+  // event without a listener would end the host.
+  child.on("error", (error) => callbacks.onSpawnError?.(explainSpawnError(error, attempt)));
 
   const containment = new Containment(child, mode);
   child.kill = (signal) => containment.signal(signal);
@@ -153,19 +165,43 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   // When the supervisor could not start the backend, the exit is reported
   // as Node reports a failed spawn: the negative errno.
   let failedErrno: number | undefined;
-  if (mode === "supervised") readControl(child, options, containment, callbacks, (errno) => (failedErrno = errno));
-  else if (child.pid !== undefined) callbacks.onStarted?.(containment.info);
+  if (controlFd !== undefined) {
+    exit.await("control");
+    const controlEnded = exit.streamEnded("control");
+    const socket = readControl(controlFd, {
+      started: (pid) => {
+        containment.backendPid = pid;
+        callbacks.onStarted?.(containment.info);
+      },
+      failed: (report) => {
+        failedErrno = report.errno;
+        child.emit("error", reportedSpawnError(options.command, options.args ?? [], report));
+      },
+      ended: () => controlEnded(null),
+    });
+    child.once("exit", () => socket.ref());
+  } else if (child.pid !== undefined) {
+    callbacks.onStarted?.(containment.info);
+  }
 
   const releaseGuard = options.killOnHostExit ?? true ? guardAgainstOrphan(containment) : () => {};
-  child.on("error", (error) => callbacks.onSpawnError?.(error));
   child.once("exit", () => {
     if (mode === "grouped") containment.endLeftovers(termGraceMs, releaseGuard);
     else releaseGuard();
   });
-  child.once("close", (code: number | null, signal: NodeJS.Signals | null) =>
-    exit.closed(failedErrno !== undefined ? -failedErrno : code, signal),
-  );
+  child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
+    const status = failedErrno !== undefined ? -failedErrno : code;
+    // Node's own streams (Windows) end before `close`; native pipes may outlast it.
+    if (process.platform === "win32") exit.closed(status, signal);
+    else exit.exited(status, signal);
+  });
   return child;
+}
+
+/** A spawn that threw, as the error `spawnBridgeProcess` throws. */
+function spawnFailure(error: unknown, attempt: SpawnAttempt): unknown {
+  const failure = withErrnoCode(error);
+  return failure instanceof Error ? explainSpawnError(failure, attempt) : failure;
 }
 
 /** The supervisor to use, or `null` (see `BridgeProcessOptions.supervise`). */
@@ -186,145 +222,4 @@ function commandLine(options: BridgeProcessOptions, supervisor: string | null, t
   // As Node's own `shell: true` does on Unix.
   const backend = options.shell ? ["/bin/sh", "-c", [options.command, ...args].join(" ")] : [options.command, ...args];
   return [supervisor, ["--term-grace-ms", String(Math.max(0, Math.round(termGraceMs))), "--", ...backend]];
-}
-
-/**
- * Reads the supervisor's control socket: the backend's pid once it runs, or
- * why it could not start (reported as the spawn error Node would give).
- * The socket does not keep the host alive.
- */
-function readControl(
-  child: ChildProcess,
-  options: BridgeProcessOptions,
-  containment: Containment,
-  callbacks: BridgeProcessCallbacks,
-  failed: (errno: number) => void,
-): void {
-  const socket = child.stdio[3] as (Readable & { unref?: () => void; ref?: () => void }) | null;
-  if (!socket) return;
-  // Unreferenced while the supervisor runs (its process handle keeps the
-  // loop alive, and `child.unref()` must let the host go); referenced once
-  // it has exited, until its end of file is read: the child's `close`, and
-  // so `onExit`, waits for this socket, and an unreferenced socket with its
-  // end of file still unread let a host with nothing else to do exit
-  // silently before `onExit` (seen once in 1,500 spawns).
-  socket.unref?.();
-  child.once("exit", () => socket.ref?.());
-  socket.setEncoding("utf8");
-  let buffered = "";
-  socket.on("data", (chunk: string) => {
-    buffered += chunk;
-    for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
-      const report = parseReport(buffered.slice(0, end));
-      buffered = buffered.slice(end + 1);
-      if (report?.kind === "started") {
-        containment.backendPid = report.pid;
-        callbacks.onStarted?.(containment.info);
-      } else if (report?.kind === "failed") {
-        failed(report.errno);
-        child.emit("error", spawnError(options, report));
-      }
-    }
-  });
-  socket.on("error", () => {});
-}
-
-/** The error Node's `spawn` gives when a command cannot be started. */
-function spawnError(options: BridgeProcessOptions, report: Extract<SupervisorReport, { kind: "failed" }>): NodeJS.ErrnoException {
-  const error: NodeJS.ErrnoException & { spawnargs?: string[] } = new Error(`spawn ${options.command} ${report.code}`);
-  error.errno = -report.errno;
-  error.code = report.code;
-  error.syscall = `spawn ${options.command}`;
-  error.path = options.command;
-  error.spawnargs = options.args ?? [];
-  return error;
-}
-
-/**
- * When `onExit` comes: once the child has closed and both streams have been
- * read to their end, or, when something else holds the pipes open, once
- * `exitDrainMs` after the close what the pipes held has been delivered.
- * Also notices stdout ending while the backend keeps running.
- */
-class ExitTracker {
-  readonly readers: LineReader[] = [];
-  private stdoutDone = false;
-  private stderrDone = false;
-  private exit: { code: number | null; signal: string | null } | undefined;
-  private finished = false;
-  private drainTimer: ReturnType<typeof setTimeout> | undefined;
-  private stdoutEndTimer: ReturnType<typeof setTimeout> | undefined;
-  private disposeWiring = () => {
-    for (const reader of this.readers) reader.dispose();
-  };
-  private child: ChildProcess | undefined;
-
-  constructor(
-    private readonly options: BridgeProcessOptions,
-    private readonly callbacks: BridgeProcessCallbacks,
-  ) {}
-
-  /** Windows: Node's own streams, which end before `close`. */
-  useWiring(wiring: { dispose(): void }): void {
-    this.disposeWiring = () => wiring.dispose();
-    this.stdoutDone = true;
-    this.stderrDone = true;
-  }
-
-  /** The child whose exit is awaited. */
-  watch(child: ChildProcess): void {
-    this.child = child;
-  }
-
-  streamEnded(which: "stdout" | "stderr"): (failure: StreamFailure) => void {
-    return (failure) => {
-      if (failure !== null) this.callbacks.onReadError?.(new BridgeReadError(which, failure));
-      if (which === "stdout") {
-        this.stdoutDone = true;
-        this.watchStdoutEnd();
-      } else {
-        this.stderrDone = true;
-      }
-      this.finish();
-    };
-  }
-
-  /**
-   * Stdout ended: if the backend has not exited shortly after, it closed
-   * its stdout while running, and no event can come any more.
-   */
-  private watchStdoutEnd(): void {
-    const child = this.child;
-    if (!child || this.exit || child.exitCode !== null || child.signalCode !== null) return;
-    this.stdoutEndTimer = setTimeout(() => {
-      if (!this.exit && child.exitCode === null && child.signalCode === null) this.callbacks.onStdoutClosed?.();
-    }, STDOUT_END_GRACE_MS);
-    this.stdoutEndTimer.unref();
-  }
-
-  closed(code: number | null, signal: string | null): void {
-    this.exit = { code, signal };
-    clearTimeout(this.stdoutEndTimer);
-    this.finish();
-    if (this.finished) return;
-    // Something still holds the pipes open: after exitDrainMs, take what
-    // they hold and let go.
-    this.drainTimer = setTimeout(() => {
-      for (const reader of this.readers) reader.cutOff();
-    }, this.options.exitDrainMs ?? 1000);
-  }
-
-  private finish(): void {
-    if (this.finished || !this.exit || !this.stdoutDone || !this.stderrDone) return;
-    this.finished = true;
-    clearTimeout(this.drainTimer);
-    this.disposeWiring();
-    this.callbacks.onExit?.(this.exit.code, this.exit.signal);
-  }
-
-  /** Spawning failed: nothing is left behind. */
-  dispose(): void {
-    this.finished = true;
-    this.disposeWiring();
-  }
 }

@@ -18,6 +18,7 @@ import type { BackendProcess } from "./spawn/containment";
 import { native } from "./native";
 import { deliverEventBatch, deliverTextBatch } from "./stream/batch";
 import { DEFAULT_MAX_LINE_BYTES } from "./stream/contract";
+import type { FlowGate } from "./stream/flow";
 import { createLineReader } from "./stream/line-reader";
 
 export interface BridgeProcessCallbacks {
@@ -108,12 +109,26 @@ export interface BridgeWiring {
   dispose(): void;
 }
 
+/** What a wiring of Node streams reports and obeys besides the callbacks (`attachAgentSession`). */
+export interface InlineHooks {
+  /** The stream has ended (or failed, or closed): its last lines were delivered. */
+  ended?: (kind: "events" | "text") => void;
+  /** While closed, stdout is paused (the consumer of `session.stream()` falls behind). */
+  flow?: FlowGate;
+}
+
 /**
  * Frames and judges each chunk of `stream` in its `data` handling and
  * delivers the lines it completed before returning (see the module's notes);
  * the end of the stream delivers its unterminated fragment.
  */
-function wireInline(stream: Readable, kind: "events" | "text", callbacks: BridgeProcessCallbacks, options: LineReaderOptions): () => void {
+function wireInline(
+  stream: Readable,
+  kind: "events" | "text",
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions,
+  hooks: InlineHooks = {},
+): () => void {
   const decoder = new native.LineDecoder(kind, options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES);
   let ended = false;
   const deliver = (decoded: { kinds: string; parts: string[]; errors: (Error | null)[] | null } | null) => {
@@ -121,13 +136,33 @@ function wireInline(stream: Readable, kind: "events" | "text", callbacks: Bridge
     if (kind === "events") deliverEventBatch(callbacks, decoded.kinds, decoded.parts, decoded.errors, () => ended, () => {});
     else deliverTextBatch(callbacks.onStderr, decoded.parts);
   };
+  const flow = kind === "events" ? hooks.flow : undefined;
+  let paused = false;
+  const resume = () => {
+    paused = false;
+    if (!ended) stream.resume();
+  };
   const onData = (chunk: Buffer | string) => {
-    if (!ended) deliver(decoder.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk));
+    if (ended) return;
+    try {
+      deliver(decoder.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk));
+    } finally {
+      if (flow?.isClosed && !paused) {
+        // Held back until the consumer catches up (the gate opens).
+        paused = true;
+        stream.pause();
+        flow.pass(resume);
+      }
+    }
   };
   const onEnd = () => {
     if (ended) return;
-    deliver(decoder.end());
-    ended = true;
+    try {
+      deliver(decoder.end());
+    } finally {
+      ended = true;
+      hooks.ended?.(kind);
+    }
   };
   stream.on("data", onData);
   stream.once("end", onEnd);
@@ -172,6 +207,16 @@ export function wireBridgeProcess(
   options: LineReaderOptions = {},
 ): BridgeWiring {
   return wireBoth(readable, (stream, kind) => wireInline(stream, kind, callbacks, options));
+}
+
+/** `wireBridgeProcess` that also reports each stream's end and obeys a flow gate (`attachAgentSession`). */
+export function wireAttached(
+  readable: { stdout: Readable | null; stderr: Readable | null },
+  callbacks: BridgeProcessCallbacks,
+  options: LineReaderOptions,
+  hooks: InlineHooks,
+): BridgeWiring {
+  return wireBoth(readable, (stream, kind) => wireInline(stream, kind, callbacks, options, hooks));
 }
 
 /** Like `wireBridgeProcess`, with the chunks judged on a native reader thread (spawnBridgeProcess on Windows). */

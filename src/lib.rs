@@ -20,6 +20,8 @@ mod external;
 #[cfg(unix)]
 mod pipe;
 #[cfg(unix)]
+pub use pipe::socket_pair;
+#[cfg(unix)]
 mod prefork;
 mod stream;
 mod strings;

@@ -3,10 +3,11 @@
 //! thread-safe function.
 //!
 //! Two ways to feed a reader:
-//! - **pipe**: `openPipe()` creates an OS pipe and hands JavaScript the write
-//!   end's file descriptor, to give to `child_process.spawn` as the child's
-//!   stdout or stderr. The reader thread reads the pipe directly, so Node's
-//!   event loop never sees the bytes (Unix).
+//! - **pipe**: `openPipe()` creates the stream's socket pair (`pipe.rs`)
+//!   and hands JavaScript the child's end's file descriptor, to give to
+//!   `child_process.spawn` as the child's stdout or stderr. The reader
+//!   thread reads the host's end directly, so Node's event loop never sees
+//!   the bytes (Unix).
 //! - **push**: `push(buffer)` passes chunks of any Node stream (in-memory
 //!   streams in tests, Windows pipes); the buffers are read off-thread
 //!   without a copy.
@@ -85,9 +86,9 @@ impl ToNapiValue for DecodeErrorValue {
     }
 }
 
-/// One read of a backend's output takes at most this much, and a pipe made
-/// by `openPipe()` holds as much (Linux): while the JavaScript thread is
-/// busy the pipe fills, and the next batch takes all of it. With Linux's
+/// One read of a backend's output takes at most this much, and the stream
+/// made by `openPipe()` buffers as much: while the JavaScript thread is
+/// busy the stream fills, and the next batch takes all of it. With Linux's
 /// default 64 KiB, 100,000 small events came in about 700 batches, whose
 /// fixed costs (a wake-up, the callback, the acknowledgement's system
 /// calls) were about 10 ms of a fresh host's JavaScript thread; 128 KiB
@@ -223,7 +224,7 @@ fn send(callback: &BatchCallback, activity: &Activity, batch: Prepared) -> bool 
 struct Shared {
     turn: Turn,
     #[cfg(unix)]
-    pipe: Mutex<Option<Arc<crate::pipe::PipeControl>>>,
+    pipe: Mutex<Option<Arc<crate::pipe::StreamControl>>>,
 }
 
 impl crate::teardown::Stop for Shared {
@@ -349,8 +350,9 @@ pub struct StreamReader {
     /// Push mode: where chunks go, and how many bytes wait to be read.
     chunks: Option<Sender<Buffer>>,
     queued: Arc<AtomicUsize>,
-    /// Pipe mode: the write end, kept until the child has it.
-    pipe_writer: Option<std::io::PipeWriter>,
+    /// Pipe mode: the child's end, kept until the child has it.
+    #[cfg(unix)]
+    pipe_writer: Option<std::os::unix::net::UnixStream>,
     started: bool,
     activity: Arc<Activity>,
 }
@@ -402,6 +404,7 @@ impl StreamReader {
             activity,
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
+            #[cfg(unix)]
             pipe_writer: None,
             started: false,
         })
@@ -447,27 +450,23 @@ impl StreamReader {
         Ok(())
     }
 
-    /// Creates an OS pipe, starts reading its read end, and returns the
-    /// write end's file descriptor for `spawn`'s `stdio`. Call
-    /// `closePipeWriter()` once the child has been spawned.
+    /// Creates the stream's socket pair (`pipe.rs`), starts reading the
+    /// host's end, and returns the child's end's file descriptor for
+    /// `spawn`'s `stdio`. Call `closePipeWriter()` once the child has been
+    /// spawned. This is the only descriptor a stream holds in the host.
     #[napi(catch_unwind)]
     pub fn open_pipe(&mut self) -> Result<i32> {
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
-            let (reader, writer) = std::io::pipe()?;
-            // A pipe that holds more lets a busy JavaScript thread get
-            // larger batches (see READ_BYTES); best effort (Linux).
-            #[cfg(target_os = "linux")]
-            let _ = nix::fcntl::fcntl(
-                &reader,
-                nix::fcntl::FcntlArg::F_SETPIPE_SZ(READ_BYTES as nix::libc::c_int),
-            );
-            let (reader, control) = crate::pipe::WakeablePipe::new(reader)?;
+            // A stream that buffers more lets a busy JavaScript thread get
+            // larger batches (see READ_BYTES).
+            let (host, child) = crate::pipe::output_pair(READ_BYTES)?;
+            let (reader, control) = crate::pipe::OutputStream::new(host);
             *self.shared.pipe.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
             self.start(reader)?;
-            let fd = writer.as_raw_fd();
-            self.pipe_writer = Some(writer);
+            let fd = child.as_raw_fd();
+            self.pipe_writer = Some(child);
             Ok(fd)
         }
         #[cfg(not(unix))]
@@ -482,7 +481,10 @@ impl StreamReader {
     /// reader sees end of file when the child exits.
     #[napi(catch_unwind)]
     pub fn close_pipe_writer(&mut self) {
-        self.pipe_writer = None;
+        #[cfg(unix)]
+        {
+            self.pipe_writer = None;
+        }
     }
 
     /// Queues a chunk of the stream. Returns the number of bytes waiting to
@@ -582,7 +584,10 @@ impl StreamReader {
             })?;
         }
         self.chunks = None;
-        self.pipe_writer = None;
+        #[cfg(unix)]
+        {
+            self.pipe_writer = None;
+        }
         Ok(())
     }
 }

@@ -5,12 +5,19 @@
  * moment the session has processed its exit, and builders for valid events.
  *
  * This module imports only types from lib/ (and the import-free
- * lib/testing/wire.ts): it is loaded from inside the
- * `vi.mock("../../lib/process")` factory (spawn-spy.ts), before lib/ itself.
+ * lib/testing/wire.ts and lib/testing/fake-child.ts): it is loaded from
+ * inside the `vi.mock("../../lib/process")` factory (spawn-spy.ts), before
+ * lib/ itself.
+ *
+ * Two transports, one set of scenarios: the vitest project "session" runs
+ * each suite through `createAgentSession` and a real child
+ * (fixtures/fake-backend.js); the project "session-attach" runs the same
+ * suites through `attachAgentSession` and an in-memory fake (`MemoryFake`).
  */
 import type { ChildProcess } from "node:child_process";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
+import { fakeBackendChild, type FakeBackendChild } from "../../lib/testing/fake-child";
 import { MODEL_EVENT_NULLS, nativeRecord } from "../../lib/testing/wire";
 import type {
   AgentSession,
@@ -122,7 +129,8 @@ export type Step =
   | { raw: string }
   | { stderr: string[] }
   | { exit: number }
-  | { closeStdin: true };
+  | { closeStdin: true }
+  | { closeStdout: true };
 
 export interface FakeScript {
   start?: Step[];
@@ -140,7 +148,7 @@ export interface Received {
 /** Script options that make the fake die only by SIGKILL (no exit on stdin EOF, SIGTERM ignored). */
 export const STUBBORN: FakeScript = { eof: [], sigterm: "ignore" };
 
-export class Fake {
+export class Fake implements BackendFake {
   readonly spec: BridgeProcessOptions;
   pid: number | undefined;
   /** Resolves when the control connection is up (the fake has started). */
@@ -278,6 +286,144 @@ export class Fake {
     this.server.close();
   }
 }
+
+/** What a test drives a fake backend through, whichever transport the harness uses. */
+export interface BackendFake {
+  readonly spec: BridgeProcessOptions;
+  pid: number | undefined;
+  readonly connected: Promise<void>;
+  readonly gone: Promise<void>;
+  readonly received: Received[];
+  eof: boolean;
+  steps(...steps: Step[]): void;
+  stepsAndSync(...steps: Step[]): Promise<void>;
+  emit(...lines: Line[]): void;
+  stderr(...lines: string[]): void;
+  exit(code: number): void;
+  next(what?: string): Promise<Received>;
+  expect(type: string): Promise<Record<string, unknown>>;
+  unread(): Received[];
+  dispose(): void;
+}
+
+/**
+ * The session suites' second transport (vitest project "session-attach"):
+ * the same scripted fake, in memory, under `attachAgentSession` through the
+ * testing kit's `fakeBackendChild`. It runs the script as
+ * fixtures/fake-backend.js does (start, on, eof, sigterm) and is driven by
+ * the same calls, so every scenario runs through both.
+ */
+export class MemoryFake implements BackendFake {
+  readonly spec: BridgeProcessOptions = { command: "in-memory-fake" };
+  pid: number | undefined = undefined;
+  readonly connected = Promise.resolve();
+  readonly gone: Promise<void>;
+  readonly received: Received[] = [];
+  eof = false;
+  readonly child: FakeBackendChild;
+  private readCursor = 0;
+  private readonly waiters: ((r: Received) => void)[] = [];
+  private exiting = false;
+  private readonly on: Record<string, Step[]>;
+
+  constructor(private readonly script: FakeScript) {
+    this.child = fakeBackendChild({ onTerm: script.sigterm === "ignore" ? "ignore" : "exit" });
+    this.on = { shutdown: [{ emit: [{ type: "shutdown" }] }, { exit: 0 }], ...(script.on ?? {}) };
+    this.gone = new Promise((resolve) => this.child.once("close", () => resolve()));
+    this.child.on("command-line", (line: string) => {
+      let command: Record<string, unknown> | null = null;
+      try {
+        command = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        command = null;
+      }
+      const received = { command, line };
+      this.received.push(received);
+      const waiter = this.waiters.shift();
+      if (waiter) {
+        this.readCursor++;
+        waiter(received);
+      }
+      const type = command && typeof command === "object" ? command.type : undefined;
+      if (typeof type === "string" && Object.prototype.hasOwnProperty.call(this.on, type)) this.run(this.on[type]);
+    });
+    this.child.once("stdin-end", () => {
+      this.eof = true;
+      this.run(script.eof ?? [{ exit: 0 }]);
+    });
+  }
+
+  /** Runs the script's start steps (once the session is attached). */
+  start(): void {
+    this.run(this.script.start ?? [{ emit: [{ type: "ready", version: "0.0.0-fake", package: "agentlane-process-bridge", metadata: {} }] }]);
+  }
+
+  private run(steps: Step[]): void {
+    for (const step of steps) {
+      if (this.exiting) return;
+      if ("emit" in step) {
+        for (const line of step.emit) this.child.emitEvent(line as never);
+      } else if ("raw" in step) {
+        this.child.pushStdout(step.raw);
+      } else if ("stderr" in step) {
+        for (const line of step.stderr) this.child.pushStderr(`${line}\n`);
+      } else if ("exit" in step) {
+        this.exiting = true;
+        this.child.exit(step.exit);
+      } else if ("closeStdin" in step) {
+        // As a process closing its stdin: the host's next write fails with EPIPE.
+        this.child.failNextWrite();
+      } else if ("closeStdout" in step) {
+        this.child.stdout.end();
+      }
+    }
+  }
+
+  steps(...steps: Step[]): void {
+    this.run(steps);
+  }
+
+  stepsAndSync(...steps: Step[]): Promise<void> {
+    this.run(steps);
+    return flushMicrotasks();
+  }
+
+  emit(...lines: Line[]): void {
+    this.steps({ emit: lines });
+  }
+
+  stderr(...lines: string[]): void {
+    this.steps({ stderr: lines });
+  }
+
+  exit(code: number): void {
+    this.steps({ exit: code });
+  }
+
+  next(what = "the next command"): Promise<Received> {
+    if (this.readCursor < this.received.length) return Promise.resolve(this.received[this.readCursor++]);
+    return within(new Promise<Received>((r) => this.waiters.push(r)), what);
+  }
+
+  async expect(type: string): Promise<Record<string, unknown>> {
+    const received = await this.next(`a ${type} command`);
+    if (received.command?.type !== type) {
+      throw new Error(`expected a ${type} command, the fake received ${received.line}`);
+    }
+    return received.command;
+  }
+
+  unread(): Received[] {
+    return this.received.slice(this.readCursor);
+  }
+
+  dispose(): void {
+    this.child.kill("SIGKILL");
+  }
+}
+
+/** Which transport the session suites run through (the vitest project sets it). */
+export const TRANSPORT: "spawn" | "attach" = process.env.PBN_SESSION_TRANSPORT === "attach" ? "attach" : "spawn";
 
 // ---- recording every callback ----------------------------------------------------
 
@@ -541,7 +687,7 @@ export const ev = {
 
 export interface Launched<TConfig = any> {
   session: AgentSession<TConfig, any>;
-  fake: Fake;
+  fake: BackendFake;
   rec: Recorder;
   spawn: SpawnRecord;
 }
@@ -554,6 +700,8 @@ export interface Launched<TConfig = any> {
 export class Harness {
   private readonly fakes: Fake[] = [];
   private readonly sessions: AgentSession<any, any>[] = [];
+
+  private readonly fakes2: MemoryFake[] = [];
 
   constructor(private readonly create: (options: AgentSessionOptions<any, any>) => Promise<AgentSession<any, any>>) {}
 
@@ -568,6 +716,7 @@ export class Harness {
    * (`options` override the recorder's callbacks). Does not wait for ready.
    */
   async begin(script: FakeScript = {}, options: Partial<AgentSessionOptions<any, any>> = {}) {
+    if (TRANSPORT === "attach") return this.beginAttached(script, options);
     const fake = await this.fake(script);
     const rec = new Recorder();
     const before = spawned.length;
@@ -579,6 +728,30 @@ export class Harness {
       if (s.status === "fulfilled") this.sessions.push(s.value);
     });
     return { fake, rec, spawn, pending };
+  }
+
+  /** `begin` through `attachAgentSession` over an in-memory fake. */
+  private async beginAttached(script: FakeScript, options: Partial<AgentSessionOptions<any, any>>) {
+    // Loaded here, not at the top: this module is imported by the mock of lib/process.
+    const { attachAgentSession } = await import("../../lib/session/index");
+    const fake = new MemoryFake(script);
+    this.fakes2.push(fake);
+    const rec = new Recorder();
+    const { backend: _backend, ...sessionOptions } = { shutdownGraceMs: 1000, textDelivery: "immediate" as const, ...rec.callbacks(), ...options };
+    const pending = observe(attachAgentSession(fake.child, sessionOptions));
+    let resolveExit!: (info: ExitInfo) => void;
+    const spawn = { options: fake.spec, child: fake.child as unknown as ChildProcess, exited: undefined, exit: new Promise<ExitInfo>((r) => (resolveExit = r)) } as SpawnRecord;
+    // After the session's own `close` listener: its exit has been processed.
+    fake.child.once("close", (code: number | null, signal: string | null) => {
+      spawn.exited = { code, signal };
+      resolveExit({ code, signal });
+    });
+    spawned.push(spawn);
+    fake.start();
+    void pending.settled.then((s) => {
+      if (s.status === "fulfilled") this.sessions.push(s.value);
+    });
+    return { fake: fake as BackendFake, rec, spawn, pending };
   }
 
   /** Like `begin`, and waits for the session to be ready. */
@@ -595,6 +768,7 @@ export class Harness {
       await within(session.close(), "close() during cleanup").catch((e) => errors.push(e));
     }
     for (const fake of this.fakes.splice(0)) fake.dispose();
+    for (const fake of this.fakes2.splice(0)) fake.dispose();
     for (const record of spawned) {
       if (record.exited) continue;
       record.child.kill("SIGKILL");

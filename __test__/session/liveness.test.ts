@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 
 import { createAgentSession, SessionClosedError } from "../../lib/index";
-import { ev, Harness, observe } from "./harness";
+import { ev, Harness, observe, STUBBORN, within } from "./harness";
 import { barrier, startRun } from "./common";
 
 const h = new Harness(createAgentSession);
@@ -86,10 +86,31 @@ describe("timeouts and the watchdog", () => {
     await l.fake.expect("cancel");
     // The backend acknowledges, then never ends the run.
     l.fake.emit(ev.cancelRequested());
-    const closed = { reason: "exit", code: null, signal: null };
+    const message = "The backend did not end the run within 150 ms of a cancel; closing the session.";
+    // The close says what closed it, not a plain exit (issue 19).
+    const closed = { reason: "unresponsive", message, code: null, signal: null };
     expect(await cancel.error()).toBeInstanceOf(SessionClosedError);
-    expect(((await run.error()) as SessionClosedError).close).toEqual(closed);
-    expect(l.rec.diagnostics()).toContainEqual({ kind: "unresponsive", message: "The backend did not end the run within 150 ms of a cancel; closing the session." });
+    const error = (await run.error()) as SessionClosedError;
+    expect(error.close).toEqual(closed);
+    expect(error.message).toBe("Agent session closed: unresponsive");
+    await l.rec.waitClose();
+    expect(l.rec.of("close").map((e) => e.close)).toEqual([closed]);
+    expect(l.rec.diagnostics()).toContainEqual({ kind: "unresponsive", message });
+  });
+
+  it("a backend that closes its stdout and keeps running: the session closes as stdout-closed, and its error says so", async () => {
+    const l = await h.launch(STUBBORN);
+    const run = await startRun(l);
+    l.fake.steps({ closeStdout: true });
+    const error = (await run.error("the run to reject")) as SessionClosedError;
+    const message = "The backend closed its stdout but kept running; no event can come any more.";
+    expect(error).toBeInstanceOf(SessionClosedError);
+    expect(error.message).toBe("Agent session closed: stdout-closed");
+    expect(error.close).toEqual({ reason: "stdout-closed", message, code: null, signal: null });
+    await l.rec.waitClose();
+    expect(l.rec.of("close").map((e) => e.close)).toEqual([error.close]);
+    expect(l.rec.diagnostics("stdout-closed")).toEqual([{ kind: "stdout-closed", message }]);
+    expect(await within(l.spawn.exit, "the child's exit")).toEqual({ code: null, signal: "SIGKILL" });
   });
 });
 

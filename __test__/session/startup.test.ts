@@ -6,7 +6,8 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 
-import { AgentSessionError, BridgeDecodeError, createAgentSession, SessionStartError } from "../../lib/index";
+import { AgentSessionError, attachAgentSession, BridgeDecodeError, createAgentSession, SessionStartError, type SessionStateError } from "../../lib/index";
+import { fakeBackendChild } from "../../lib/testing/index";
 import { ev, Harness, observe, Recorder, spawned, within, STUBBORN } from "./harness";
 import { x, startRun } from "./common";
 
@@ -190,7 +191,7 @@ describe("every async API rejects, never throws, and says what was wrong", () =>
       [{ command: "" }, {}, "invalid-spec", "The backend spec's command must be a non-empty string."],
       [{ command: "sh", args: "-c true" }, {}, "invalid-spec", "The backend spec's args must be an array of strings."],
       [{ command: "sh", env: { BAD: "a\u0000b" } }, {}, "spawn-failed", ""],
-      [{ command: "sh", maxLineBytes: 0 }, {}, "spawn-failed", "maxLineBytes must be at least 1"],
+      [{ command: "sh", maxLineBytes: 0 }, {}, "invalid-spec", "backend.maxLineBytes must be a whole number of at least 1, not 0."],
     ];
     for (const [backend, options, code, message] of cases) {
       let pending!: Promise<unknown>;
@@ -200,6 +201,43 @@ describe("every async API rejects, never throws, and says what was wrong", () =>
       expect(error.code).toBe(code);
       if (message) expect(error.message).toBe(message);
     }
+  });
+
+  it("every numeric option is checked before anything starts: invalid-spec, naming the option (issue 19)", async () => {
+    // Before: readyTimeoutMs NaN or -1 started the backend and failed at once with ready-timeout.
+    const bad: [string, Record<string, unknown>, string][] = [];
+    for (const name of ["readyTimeoutMs", "shutdownGraceMs", "termGraceMs", "runTimeoutMs", "idleTimeoutMs", "cancelTimeoutMs"]) {
+      for (const value of [Number.NaN, -1, Number.POSITIVE_INFINITY, 2 ** 31, "5"]) {
+        bad.push([name, { [name]: value }, `${name} must be a number of milliseconds from 0 to 2147483647, not ${typeof value === "string" ? JSON.stringify(value) : value}.`]);
+      }
+    }
+    for (const value of [0, 1.5, Number.NaN, -3]) {
+      bad.push(["maxStdinBufferBytes", { maxStdinBufferBytes: value }, `maxStdinBufferBytes must be a whole number of at least 1, not ${value}.`]);
+      bad.push(["flightRecorder.lines", { flightRecorder: { lines: value } }, `flightRecorder.lines must be a whole number of at least 1 (or Infinity), not ${value}.`]);
+    }
+    const before = spawned.length;
+    for (const [name, options, message] of bad) {
+      const error = (await observe(createAgentSession({ backend: { command: "sh", args: ["-c", "exit 0"] }, ...options })).error()) as SessionStartError;
+      expect(error, name).toBeInstanceOf(SessionStartError);
+      expect(error.code, name).toBe("invalid-spec");
+      expect(error.message, name).toBe(message);
+      expect(error.cause, name).toMatchObject({ name: "InvalidOptionError", code: "invalid-option", option: name });
+    }
+    for (const [name, backend, message] of [
+      ["backend.exitDrainMs", { exitDrainMs: -5 }, "backend.exitDrainMs must be a number of milliseconds from 0 to 2147483647, not -5."],
+      ["backend.termGraceMs", { termGraceMs: Number.NaN }, "backend.termGraceMs must be a number of milliseconds from 0 to 2147483647, not NaN."],
+    ] as const) {
+      const error = (await observe(createAgentSession({ backend: { command: "sh", ...backend } })).error()) as SessionStartError;
+      expect([error.code, error.message], name).toEqual(["invalid-spec", message]);
+    }
+    expect(spawned.length, "nothing was spawned").toBe(before);
+    // The same checks for attached sessions, and for one run's own options.
+    const attached = (await observe(attachAgentSession(fakeBackendChild(), { readyTimeoutMs: Number.NaN })).error()) as SessionStartError;
+    expect([attached.code, attached.message]).toEqual(["invalid-spec", "readyTimeoutMs must be a number of milliseconds from 0 to 2147483647, not NaN."]);
+    const l = await h.launch();
+    const run = (await observe(l.session.run("hi", { timeoutMs: -1 })).error()) as SessionStateError;
+    expect([run.name, run.code, run.message]).toEqual(["SessionStateError", "invalid-option", "timeoutMs must be a number of milliseconds from 0 to 2147483647, not -1."]);
+    expect(l.fake.unread()).toEqual([]);
   });
 
   it("run() with a prompt that is not a string says so", async () => {

@@ -1,9 +1,32 @@
 /**
- * The backend spec as `createAgentSession` receives it from JavaScript
- * callers (who may pass anything): refused with a clear message when it is
- * not one, before anything is spawned.
+ * What `createAgentSession` and `attachAgentSession` receive from
+ * JavaScript callers (who may pass anything): the backend spec and the
+ * numeric options, refused with a clear message naming what is wrong,
+ * before anything is spawned.
  */
+import { checkCount, checkMilliseconds, checkProcessOptions } from "../options";
 import type { resolveBackendSpec } from "../process";
+import type { AgentSessionOptions } from "./types";
+
+/** Throws `InvalidOptionError` for the first numeric session option that cannot be used. */
+export function checkSessionOptions(given: object): void {
+  const options = given as Partial<AgentSessionOptions<unknown, unknown>> & { maxLineBytes?: unknown; exitDrainMs?: unknown };
+  for (const name of ["readyTimeoutMs", "shutdownGraceMs", "termGraceMs", "runTimeoutMs", "idleTimeoutMs", "cancelTimeoutMs"] as const) {
+    checkMilliseconds(name, options[name]);
+  }
+  checkCount("maxStdinBufferBytes", options.maxStdinBufferBytes);
+  const recorder = options.flightRecorder;
+  if (recorder !== undefined && typeof recorder === "object" && recorder !== null) {
+    checkCount("flightRecorder.lines", recorder.lines, { unbounded: true });
+    checkCount("flightRecorder.bytes", recorder.bytes, { unbounded: true });
+    checkCount("flightRecorder.maxLineBytes", recorder.maxLineBytes, { unbounded: true });
+  }
+  // An attached session's reading options.
+  checkCount("maxLineBytes", options.maxLineBytes);
+  checkMilliseconds("exitDrainMs", options.exitDrainMs);
+  const backend = options.backend as Record<string, unknown> | undefined;
+  if (backend !== null && typeof backend === "object") checkProcessOptions(backend, "backend.");
+}
 
 /** The backend spec, refused with a clear message when it is not one. */
 export function checkedBackend(backend: unknown): Parameters<typeof resolveBackendSpec>[0] {

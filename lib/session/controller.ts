@@ -428,13 +428,14 @@ export class SessionController<TConfig, TConfigPatch> {
    */
   private onStdoutClosed(): void {
     if (!this.lifecycle.listening || this.lifecycle.exitReason() === "shutdown") return;
-    this.notify.diagnostic({ kind: "stdout-closed", message: "The backend closed its stdout but kept running; no event can come any more." });
+    const message = "The backend closed its stdout but kept running; no event can come any more.";
+    this.notify.diagnostic({ kind: "stdout-closed", message });
     if (!this.readyInfo) {
       this.lifecycle.phase = { name: "start-failing" };
       this.kill();
       return;
     }
-    this.teardown({ reason: "exit", code: null, signal: null });
+    this.teardown({ reason: "stdout-closed", message, code: null, signal: null });
     this.kill();
   }
 

@@ -6,6 +6,7 @@
  */
 import { basename } from "node:path";
 import type { BridgeDecodeError, SessionStartErrorCode } from "../errors";
+import type { BridgeSpawnError, SpawnFailureReason } from "../spawn/spawn-error";
 
 /** The last stderr lines, bounded in count and length. */
 export class StderrTail {
@@ -41,17 +42,25 @@ export interface StartFailure {
 export function likelyCause(failure: StartFailure): string | undefined {
   const program = basename(failure.command);
   if (failure.code === "spawn-failed") {
-    const errno = failure.spawnError?.code;
-    if (errno === "ENOENT") {
-      if (program === "uv") {
-        return "uv was not found on PATH. The { app, projectDir } backend spec runs `uv run --project <projectDir> python -m agentlane_process_bridge --app <app>`: install uv, or give { command, args } with a Python that has agentlane installed.";
-      }
-      if (/^python/.test(program)) return `${failure.command} was not found: give the path of a Python that has agentlane installed (for example a virtualenv's bin/python).`;
-      return `${failure.command} was not found (ENOENT): check the command and PATH.`;
+    const error = failure.spawnError as BridgeSpawnError | undefined;
+    switch (error?.reason ?? reasonOfCode(error?.code)) {
+      case "cwd-missing":
+        return `The backend's working directory ${error?.cwd} does not exist: check projectDir (or cwd), which a relative path is resolved against the host's cwd for.`;
+      case "supervisor-missing":
+        return "The native supervisor of this platform's package is missing (a broken install): reinstall the package, or give supervise: false to run without it.";
+      case "out-of-descriptors":
+        return "The host has run out of file descriptors: each session holds 4 while it runs; raise the limit (ulimit -n) or close sessions.";
+      case "not-executable":
+        return `${failure.command} is not executable (EACCES).`;
+      case "command-missing":
+        if (program === "uv") {
+          return "uv was not found on PATH. The { app, projectDir } backend spec runs `uv run --project <projectDir> python -m agentlane_process_bridge --app <app>`: install uv, or give { command, args } with a Python that has agentlane installed.";
+        }
+        if (/^python/.test(program)) return `${failure.command} was not found: give the path of a Python that has agentlane installed (for example a virtualenv's bin/python; a relative path is resolved against the backend's cwd).`;
+        return `${failure.command} was not found (ENOENT): check the command and PATH (a relative path is resolved against the backend's cwd).`;
+      default:
+        return undefined;
     }
-    if (errno === "EACCES") return `${failure.command} is not executable (EACCES).`;
-    if (errno === "EMFILE" || errno === "ENFILE") return "The host has run out of file descriptors.";
-    return undefined;
   }
   if (failure.code !== "exited-before-ready") return undefined;
   const lines = failure.stderrTail;
@@ -73,6 +82,14 @@ export function likelyCause(failure: StartFailure): string | undefined {
   if (uvError && program === "uv") return `uv failed: ${uvError[1]}`;
   const exception = last(/^([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$/);
   if (exception) return `The backend raised ${exception[1]}: ${exception[2]}`;
+  return undefined;
+}
+
+/** The reason of a spawn error that did not come through the process layer. */
+function reasonOfCode(code: string | undefined): SpawnFailureReason | undefined {
+  if (code === "ENOENT") return "command-missing";
+  if (code === "EACCES") return "not-executable";
+  if (code === "EMFILE" || code === "ENFILE") return "out-of-descriptors";
   return undefined;
 }
 

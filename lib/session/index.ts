@@ -1,16 +1,20 @@
 /**
  * The session layer (docs/protocol.md §9.5): `createAgentSession` spawns a
- * backend and hosts a conversation on it. The controller (`controller.ts`)
- * conducts; `backend.ts` is where the backend comes from; `operations.ts`
- * is what the application calls.
+ * backend and hosts a conversation on it; `attachAgentSession` hosts one on
+ * a process the application already has. Both are one controller
+ * (`controller.ts`) over a backend from the start seam (`backend.ts`:
+ * spawned, or attached in `attach.ts`); `operations.ts` is what the
+ * application calls.
  */
 import { SessionStartError } from "../errors";
 import type { JsonObject } from "../protocol";
 import { resolveBackendSpec } from "../process";
 import { spawnedBackend } from "./backend";
-import { checkedBackend } from "./backend-spec";
+import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach";
+import { checkedBackend, checkSessionOptions } from "./backend-spec";
+import { likelyCause } from "./diagnose";
 import { SessionController } from "./controller";
-import type { AgentSession, AgentSessionOptions } from "./types";
+import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./types";
 
 /**
  * Spawns the backend, waits for `ready` and resolves with the session handle
@@ -19,12 +23,61 @@ import type { AgentSession, AgentSessionOptions } from "./types";
 export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConfig>>(
   options: AgentSessionOptions<TConfig, TConfigPatch>,
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
-  const controller = new SessionController<TConfig, TConfigPatch>(options);
   let spec;
+  let controller;
   try {
+    checkSessionOptions(options);
+    controller = new SessionController<TConfig, TConfigPatch>(options);
     spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
   } catch (error) {
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
   }
   return controller.start(spec.command, spawnedBackend(spec));
+}
+
+/**
+ * Hosts a session on a process the application already has (a
+ * `ChildProcess` it spawned its own way, or any object with `stdin`,
+ * `stdout`, optional `stderr`, optional `kill`, and `exit`/`close`/`error`
+ * events): the same options (without `backend`), callbacks, errors,
+ * promises and close semantics as `createAgentSession`. Its stdout and
+ * stderr are judged in each chunk's `data` handling; containment is what
+ * its `kill` does. Rejects with `SessionStartError` (`invalid-spec` for an
+ * object that is not process-like).
+ */
+export function attachAgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConfig>>(
+  child: AgentProcessLike,
+  options: AttachSessionOptions<TConfig, TConfigPatch> = {},
+): Promise<AgentSession<TConfig, TConfigPatch>> {
+  const problem = notAttachable(child);
+  if (problem !== undefined) return refusedAttach(child, problem);
+  try {
+    checkSessionOptions(options);
+  } catch (error) {
+    return Promise.reject(new SessionStartError((error as Error).message, "invalid-spec", { cause: error }));
+  }
+  const controller = new SessionController<TConfig, TConfigPatch>(options as AgentSessionOptions<TConfig, TConfigPatch>);
+  const program = (child as { spawnfile?: unknown }).spawnfile;
+  return controller.start(typeof program === "string" ? program : "the attached process", attachedBackend(child, options, controller.flow));
+}
+
+/**
+ * An object that cannot be attached. A ChildProcess whose spawn failed for
+ * want of descriptors has no stdio, and its `error` event is still to
+ * come: that error is the rejection (spawn-failed), and it must not reach
+ * the application as an unhandled `error` event.
+ */
+function refusedAttach(child: unknown, problem: string): Promise<never> {
+  const emitter = child as { once?: (event: "error", listener: (error: Error) => void) => unknown } | null;
+  if (emitter === null || typeof emitter !== "object" || typeof emitter.once !== "function") {
+    return Promise.reject(new SessionStartError(problem, "invalid-spec"));
+  }
+  return new Promise((_, reject) => {
+    const refuse = setImmediate(() => reject(new SessionStartError(problem, "invalid-spec")));
+    emitter.once!("error", (error: Error) => {
+      clearImmediate(refuse);
+      const cause = likelyCause({ code: "spawn-failed", command: String((child as { spawnfile?: unknown }).spawnfile ?? "the attached process"), spawnError: error, exitCode: null, stderrTail: [] });
+      reject(new SessionStartError(error.message, "spawn-failed", { cause: error, likelyCause: cause }));
+    });
+  });
 }

@@ -6,6 +6,7 @@
  * the settlement the controller's event processing gives it.
  */
 import { ConfigureError, SessionClosedError, SessionStateError } from "../errors";
+import { checkMilliseconds } from "../options";
 import { describeValue } from "./backend-spec";
 import { jsonPatch } from "./config";
 import { deferred, type Deferred } from "./deferred";
@@ -25,6 +26,12 @@ export class SessionOperations<TConfig, TConfigPatch> {
       return Promise.reject(new SessionStateError(`The prompt must be a string, not ${describeValue(text)}.`, "invalid-prompt"));
     }
     if (text.trim() === "") return Promise.reject(new SessionStateError("Prompt must not be empty.", "invalid-prompt"));
+    try {
+      checkMilliseconds("timeoutMs", options.timeoutMs);
+      checkMilliseconds("idleTimeoutMs", options.idleTimeoutMs);
+    } catch (error) {
+      return Promise.reject(new SessionStateError((error as Error).message, "invalid-option", { cause: error }));
+    }
     // An already aborted run never starts: it ends as cancelled.
     if (options.signal?.aborted) return Promise.resolve({ status: "cancelled" });
     const run = this.core.runs.begin(text);
@@ -121,8 +128,9 @@ export class SessionOperations<TConfig, TConfigPatch> {
     const ms = this.core.options.cancelTimeoutMs ?? 10_000;
     const timer = setTimeout(() => {
       if (this.core.lifecycle.closed || !this.core.runs.active) return;
-      this.core.notify.diagnostic({ kind: "unresponsive", message: `The backend did not end the run within ${ms} ms of a cancel; closing the session.` });
-      this.core.teardown({ reason: "exit", code: null, signal: null });
+      const message = `The backend did not end the run within ${ms} ms of a cancel; closing the session.`;
+      this.core.notify.diagnostic({ kind: "unresponsive", message });
+      this.core.teardown({ reason: "unresponsive", message, code: null, signal: null });
       this.core.kill();
     }, ms);
     const clear = () => clearTimeout(timer);

@@ -12,6 +12,7 @@ import type {
   ToolErrorPayload,
 } from "../protocol";
 import type { BackendProcess, BackendSpec } from "../process";
+import type { AttachOptions } from "./attach";
 import type { FlightRecord, FlightRecorderOptions } from "./flight-recorder";
 import type { SessionUpdate } from "./stream";
 
@@ -130,7 +131,13 @@ export type SessionClose =
   | { reason: "exit"; code: number | null; signal: string | null; stderrTail?: string[] }
   | { reason: "protocol-error"; error: BridgeDecodeError; code: number | null; signal: string | null }
   /** Reading the backend's stdout failed: no more events can come. */
-  | { reason: "read-failed"; error: BridgeReadError; code: number | null; signal: string | null };
+  | { reason: "read-failed"; error: BridgeReadError; code: number | null; signal: string | null }
+  /**
+   * Closed by the session itself, which then kills the backend: it closed
+   * its stdout but kept running (`stdout-closed`), or did not carry out a
+   * cancel within `cancelTimeoutMs` (`unresponsive`). `message` says which.
+   */
+  | { reason: "stdout-closed" | "unresponsive"; message: string; code: number | null; signal: string | null };
 
 export type ConfigureErrorCode = ConfigErrorCode;
 
@@ -191,6 +198,10 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   /** @internal type anchor for the patch type. */
   readonly __patch?: TConfigPatch;
 }
+
+/** Options of `attachAgentSession`: the session's (without `backend`) and the attached process's. */
+export type AttachSessionOptions<TConfig = JsonObject, TConfigPatch = Partial<TConfig>> = Omit<AgentSessionOptions<TConfig, TConfigPatch>, "backend"> &
+  AttachOptions;
 
 /** Options of `run()`. */
 export interface RunOptions {

@@ -14,10 +14,12 @@
  *   Nothing survives the host's exit hook, but a SIGKILLed host cannot
  *   clean up.
  * - **plain** (Windows): the child alone (`child.kill`).
+ * - **attached** (`attachAgentSession`): a process the application
+ *   started; what its own `kill` does, nothing more.
  */
 import type { ChildProcess } from "node:child_process";
 
-export type ContainmentMode = "supervised" | "grouped" | "plain";
+export type ContainmentMode = "supervised" | "grouped" | "plain" | "attached";
 
 /** What the session reports about the backend's processes. */
 export interface BackendProcess {
@@ -75,6 +77,7 @@ export class Containment {
       case "grouped":
         return signalGroup(this.backendPid, signal) || this.nodeKill(signal);
       case "plain":
+      case "attached":
         return this.nodeKill(signal);
     }
   }
@@ -119,7 +122,12 @@ function signalGroup(pgid: number | undefined, signal: NodeJS.Signals | number):
 
 // ---- no orphans: the host's exit hook ---------------------------------------
 
-const contained = new Set<Containment>();
+/** What the exit hook ends: a contained backend, or an attached process (its `kill`). */
+export interface HostExitTarget {
+  killNow(): void;
+}
+
+const contained = new Set<HostExitTarget>();
 
 function killContained(): void {
   for (const containment of contained) {
@@ -132,7 +140,7 @@ function killContained(): void {
 }
 
 /** Kills the backend's tree if the host exits first; one shared `exit` listener for all. */
-export function guardAgainstOrphan(containment: Containment): () => void {
+export function guardAgainstOrphan(containment: HostExitTarget): () => void {
   if (contained.size === 0) process.on("exit", killContained);
   contained.add(containment);
   return () => {

@@ -21,6 +21,11 @@ export class FlowGate {
     for (const go of this.waiting.splice(0)) go();
   }
 
+  /** Whether the consumer is behind (readers hold back). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   /** Runs `go` now, or when the gate opens. */
   pass(go: () => void): void {
     if (this.closed) this.waiting.push(go);

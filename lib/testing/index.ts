@@ -9,7 +9,10 @@
  * - `replayBackend(transcript)`: writes a recorded transcript's events and
  *   checks each command the application sends against the recording.
  *
- * Both give a `backend` spec for `createAgentSession` (or
+ * - `fakeBackendChild()`: an in-memory process for `attachAgentSession`,
+ *   driven byte by byte by the test (`fake-child.ts`).
+ *
+ * The first two give a `backend` spec for `createAgentSession` (or
  * `spawnBridgeProcess`), `commands()` (what the application sent) and
  * `dispose()`; a replay also gives `mismatches()`.
  */
@@ -19,6 +22,8 @@ import { join } from "node:path";
 import type { BridgeCommand, JsonObject, JsonValue } from "../protocol";
 import type { BridgeProcessOptions } from "../process";
 import type { FlightRecord } from "../session/flight-recorder";
+
+export { fakeBackendChild, FakeBackendChild, type FakeBackendChildOptions, type FakeKillBehaviour } from "./fake-child";
 
 /** One step of a scripted run, in order. */
 export type ScriptedStep =
@@ -83,8 +88,14 @@ function start(mode: "scripted" | "replay", content: string): { backend: BridgeP
   const dir = mkdtempSync(join(tmpdir(), "bridge-testing-"));
   const source = join(dir, mode === "scripted" ? "script.json" : "transcript.ndjson");
   const log = join(dir, "log.json");
-  writeFileSync(source, content);
-  writeFileSync(log, JSON.stringify({ commands: [], mismatches: [] }));
+  try {
+    writeFileSync(source, content);
+    writeFileSync(log, JSON.stringify({ commands: [], mismatches: [] }));
+  } catch (error) {
+    // Out of descriptors or of disk: nothing is left behind.
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     backend: { command: process.execPath, args: [child, mode, source, log] },
     read: () => JSON.parse(readFileSync(log, "utf8")) as { commands: BridgeCommand[]; mismatches: string[] },

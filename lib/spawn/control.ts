@@ -1,0 +1,61 @@
+/**
+ * The supervisor's control socket, host side: the reports it writes
+ * (`started <pid>`, `failed <ERRNO> <number> <message>`; see
+ * `crates/bridge-supervisor`) turned into calls, and its end of file (the
+ * supervisor is gone) reported once. The host's end closing is what tells
+ * the supervisor that the host is gone.
+ */
+import { Socket } from "node:net";
+import { parseReport, type SupervisorReport } from "./supervisor";
+
+export interface ControlHandlers {
+  started(pid: number): void;
+  failed(report: Extract<SupervisorReport, { kind: "failed" }>): void;
+  /** The supervisor has closed its end: no report comes any more. */
+  ended(): void;
+}
+
+/**
+ * Reads the control socket on the host's end `fd` (which it then owns).
+ * Unreferenced while the supervisor runs (its process handle keeps the
+ * loop alive, and `child.unref()` must let the host go); `ref()` once the
+ * supervisor has exited, until its end of file is read: an unreferenced
+ * socket with its end of file still unread let a host with nothing else
+ * to do exit silently before `onExit` (seen once in 1,500 spawns).
+ */
+export function readControl(fd: number, handlers: ControlHandlers): Socket {
+  const socket = new Socket({ fd, readable: true, writable: false });
+  socket.unref();
+  socket.setEncoding("utf8");
+  let buffered = "";
+  socket.on("data", (chunk: string) => {
+    buffered += chunk;
+    for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+      const report = parseReport(buffered.slice(0, end));
+      buffered = buffered.slice(end + 1);
+      if (report?.kind === "started") handlers.started(report.pid);
+      else if (report?.kind === "failed") handlers.failed(report);
+    }
+  });
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    handlers.ended();
+  };
+  socket.once("end", end);
+  socket.once("close", end);
+  socket.on("error", () => {});
+  return socket;
+}
+
+/** The error Node's `spawn` gives when a command cannot be started, from the supervisor's report. */
+export function reportedSpawnError(command: string, args: string[], report: Extract<SupervisorReport, { kind: "failed" }>): NodeJS.ErrnoException {
+  const error: NodeJS.ErrnoException & { spawnargs?: string[] } = new Error(`spawn ${command} ${report.code}`);
+  error.errno = -report.errno;
+  error.code = report.code;
+  error.syscall = `spawn ${command}`;
+  error.path = command;
+  error.spawnargs = args;
+  return error;
+}

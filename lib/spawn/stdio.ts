@@ -1,0 +1,100 @@
+/**
+ * A backend's stdio on Unix, every channel made here: stdout and stderr are
+ * the native readers' socket pairs (`src/pipe.rs`), stdin and the
+ * supervisor's control channel socket pairs of the addon too. Node's
+ * `spawn` only passes the child's ends on (`stdio` as descriptors), so
+ * that whatever happens in it, the host holds exactly its own ends
+ * afterwards: one per channel, four for a supervised backend, three
+ * without the supervisor. (With `stdio: "pipe"`, a spawn that ran out of
+ * descriptors halfway left Node's two host ends open for good.)
+ */
+import { closeSync } from "node:fs";
+import { Socket } from "node:net";
+import { native } from "../native";
+import type { FlowGate } from "../stream/flow";
+import { createLineReader, type LineReader } from "../stream/line-reader";
+import type { BridgeProcessCallbacks, LineReaderOptions } from "../wiring";
+import type { ExitTracker } from "./exit";
+
+/** A socket pair's descriptors: the host's end and the child's. */
+interface Pair {
+  host: number;
+  /** Until the child has it. */
+  child: number | undefined;
+}
+
+function socketPair(): Pair {
+  const [host, child] = native.socketPair();
+  return { host, child };
+}
+
+function closeQuietly(fd: number | undefined): void {
+  if (fd === undefined) return;
+  try {
+    closeSync(fd);
+  } catch {
+    // Already closed.
+  }
+}
+
+export class UnixStdio {
+  readonly stdout: LineReader;
+  readonly stderr: LineReader;
+  private stdin: Pair | undefined;
+  private control: Pair | undefined;
+  private readonly descriptors: [number, number, number, number | "ignore"];
+
+  /** Makes every channel; throws, leaving nothing behind, when one cannot be made. */
+  constructor(callbacks: BridgeProcessCallbacks, options: LineReaderOptions & { flow?: FlowGate }, exit: ExitTracker, supervised: boolean) {
+    this.stdout = createLineReader("events", callbacks, options, exit.streamEnded("stdout"), options.flow);
+    this.stderr = createLineReader("text", callbacks, options, exit.streamEnded("stderr"));
+    exit.add(this.stdout);
+    exit.add(this.stderr);
+    try {
+      const stdoutFd = this.stdout.reader.openPipe();
+      const stderrFd = this.stderr.reader.openPipe();
+      this.stdin = socketPair();
+      if (supervised) this.control = socketPair();
+      this.descriptors = [this.stdin.child!, stdoutFd, stderrFd, this.control?.child ?? "ignore"];
+    } catch (error) {
+      this.releaseChildEnds();
+      closeQuietly(this.stdin?.host);
+      closeQuietly(this.control?.host);
+      throw error;
+    }
+  }
+
+  /** `spawn`'s `stdio`. */
+  get spawnStdio(): (number | "ignore")[] {
+    return this.descriptors;
+  }
+
+  /**
+   * After `spawn` returned: the child's ends go (their end of file must be
+   * the child's), and the host's become the child's stdin and the control
+   * socket; when the spawn failed, they go too.
+   */
+  adopt(started: boolean): { stdin: Socket | null; controlFd: number | undefined } {
+    this.releaseChildEnds();
+    if (!started) {
+      closeQuietly(this.stdin?.host);
+      closeQuietly(this.control?.host);
+      return { stdin: null, controlFd: undefined };
+    }
+    return { stdin: new Socket({ fd: this.stdin!.host, readable: false, writable: true }), controlFd: this.control?.host };
+  }
+
+  /** `spawn` threw: every end goes. */
+  abandon(): void {
+    this.adopt(false);
+  }
+
+  private releaseChildEnds(): void {
+    this.stdout.reader.closePipeWriter();
+    this.stderr.reader.closePipeWriter();
+    closeQuietly(this.stdin?.child);
+    closeQuietly(this.control?.child);
+    if (this.stdin) this.stdin.child = undefined;
+    if (this.control) this.control.child = undefined;
+  }
+}
