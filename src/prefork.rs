@@ -4,11 +4,11 @@
 //! The policy (servers by key, idle time, fallback) is `lib/spawn/warm.ts`.
 
 use std::collections::HashMap;
-use std::os::fd::{BorrowedFd, IntoRawFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bridge_prefork::{ServerEvent, ServerSpec};
+use bridge_prefork::{ForkRequest, ServerEvent, ServerSpec};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -141,25 +141,32 @@ impl PreforkServer {
         })
     }
 
-    /// Forks a conversation whose stdout and stderr are these write ends
-    /// (a reader's `openPipe()`; close them after this returns). Returns
-    /// the host's ends of its stdin and of its control socket, which the
-    /// caller now owns.
+    /// Forks a conversation whose backend gets these descriptors as its
+    /// stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
+    /// child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
+    /// closes them after this returns, as after a spawn).
     #[napi(catch_unwind)]
-    pub fn fork(&self, stdout_fd: i32, stderr_fd: i32, term_grace_ms: u32) -> Result<Vec<i32>> {
-        if stdout_fd < 0 || stderr_fd < 0 {
-            return Err(Error::from_reason("fork needs two open file descriptors"));
+    pub fn fork(&self, stdin_fd: i32, stdout_fd: i32, stderr_fd: i32, control_fd: i32, term_grace_ms: u32) -> Result<()> {
+        if [stdin_fd, stdout_fd, stderr_fd, control_fd].iter().any(|&fd| fd < 0) {
+            return Err(Error::from_reason("fork needs four open file descriptors"));
         }
-        // SAFETY: the caller passes the write ends its readers hold open
-        // until `closePipeWriter()`, which it calls after this returns; they
-        // are only borrowed for the send.
-        let (stdout, stderr) = unsafe { (BorrowedFd::borrow_raw(stdout_fd), BorrowedFd::borrow_raw(stderr_fd)) };
-        let (stdin, control) = self
-            .owned
+        // SAFETY: the caller passes descriptors it holds open until after
+        // this returns (it closes them then, as after a spawn); they are only
+        // borrowed for the send.
+        let fds = unsafe {
+            [stdin_fd, stdout_fd, stderr_fd, control_fd].map(|fd| BorrowedFd::borrow_raw(fd))
+        };
+        let request = ForkRequest {
+            stdin: fds[0],
+            stdout: fds[1],
+            stderr: fds[2],
+            control: fds[3],
+            term_grace: Duration::from_millis(u64::from(term_grace_ms)),
+        };
+        self.owned
             .0
-            .fork_with_outputs(stdout, stderr, Duration::from_millis(u64::from(term_grace_ms)))
-            .map_err(|error| Error::from_reason(error.to_string()))?;
-        Ok(vec![stdin.into_raw_fd(), control.into_raw_fd()])
+            .fork(&request)
+            .map_err(|error| Error::from_reason(error.to_string()))
     }
 
     /// Accepts no more forks; the server exits once its conversations ended.

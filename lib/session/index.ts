@@ -9,7 +9,7 @@
 import { SessionStartError } from "../errors";
 import type { JsonObject } from "../protocol";
 import { resolveBackendSpec } from "../process";
-import { spawnedBackend } from "./backend";
+import { startedBackend } from "./backend";
 import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach";
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
 import { likelyCause } from "./diagnose";
@@ -25,14 +25,17 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
   let spec;
   let controller;
+  let open;
   try {
     checkSessionOptions(options);
     controller = new SessionController<TConfig, TConfigPatch>(options);
     spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
+    const notify = controller.notify;
+    open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic));
   } catch (error) {
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
   }
-  return controller.start(spec.command, spawnedBackend(spec));
+  return controller.start(spec.command, open);
 }
 
 /**
