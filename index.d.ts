@@ -165,9 +165,13 @@ export interface CommandProblem {
 /** §3.3: whether an event's `protocol_version` is accepted. */
 export declare function isSupportedProtocolVersion(value: string): boolean
 
-/** What a server says, once each: `ready` or `failed`, then `exited`. */
+/**
+ * What a server says, once each: `ready` or `failed`, `gone` (it closed
+ * its channel: it has exited, and its conversations are ending), `exited`
+ * (its supervisor too, once everything it forked has ended).
+ */
 export interface PreforkEvent {
-  /** `"ready"`, `"failed"` or `"exited"`. */
+  /** `"ready"`, `"failed"`, `"gone"` or `"exited"`. */
   kind: string
   /** ready: the Python server's pid. */
   pid?: number

@@ -13,10 +13,12 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-/// What a server says, once each: `ready` or `failed`, then `exited`.
+/// What a server says, once each: `ready` or `failed`, `gone` (it closed
+/// its channel: it has exited, and its conversations are ending), `exited`
+/// (its supervisor too, once everything it forked has ended).
 #[napi(object)]
 pub struct PreforkEvent {
-    /// `"ready"`, `"failed"` or `"exited"`.
+    /// `"ready"`, `"failed"`, `"gone"` or `"exited"`.
     pub kind: String,
     /// ready: the Python server's pid.
     pub pid: Option<u32>,
@@ -59,6 +61,7 @@ impl PreforkEvent {
                 out.message = Some(error.message.clone());
                 out.log_tail = error.log_tail.clone();
             }
+            ServerEvent::Gone => out.kind = "gone".into(),
             ServerEvent::Exited(exit) => {
                 out.kind = "exited".into();
                 out.exit_code = exit.code;

@@ -90,11 +90,15 @@ pub struct ServerExit {
 }
 
 /// What the watcher thread tells an observer, in this order: `Ready` or
-/// `Failed` once, then `Exited` once.
+/// `Failed` once, `Gone` once, then `Exited` once.
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
     Ready(Ready),
     Failed(StartError),
+    /// The server closed its end of the channel: it has exited (its
+    /// supervisor is ending what it forked, which `Exited` waits for).
+    /// Conversations still running then are ending with it.
+    Gone,
     Exited(ServerExit),
 }
 
@@ -512,6 +516,8 @@ impl Watcher {
         let mut log = Lines::default();
         let mut control = Lines::default();
         let mut reported: Option<Report> = None;
+        // The supervisor could not start the interpreter invocation.
+        let mut failed: Option<String> = None;
         // Until the supervisor's control socket ends; then, without
         // waiting, what the others still hold.
         let mut draining = false;
@@ -547,6 +553,9 @@ impl Watcher {
                         for line in channel.read(&mut self.channel) {
                             self.handshake(&line);
                         }
+                        if channel.ended {
+                            self.shared.publish(ServerEvent::Gone);
+                        }
                     }
                     1 => {
                         let lines = log.read(&mut self.log);
@@ -554,8 +563,10 @@ impl Watcher {
                     }
                     _ => {
                         for line in control.read(&mut self.control) {
-                            if let Some(report) = parse_report(&line) {
-                                reported = Some(report);
+                            match parse_report(&line) {
+                                Some(Report::Failed { code, message, .. }) => failed = Some(format!("{message} ({code})")),
+                                Some(report) => reported = Some(report),
+                                None => {}
                             }
                         }
                         if control.ended {
@@ -565,7 +576,7 @@ impl Watcher {
                 }
             }
         }
-        self.finish(reported);
+        self.finish(reported, failed);
     }
 
     fn keep_log(&self, lines: Vec<String>) {
@@ -623,7 +634,7 @@ impl Watcher {
     }
 
     /// The supervisor's control socket has ended: reap it and say how the server ended.
-    fn finish(mut self, reported: Option<Report>) {
+    fn finish(mut self, reported: Option<Report>, failed: Option<String>) {
         self.shared.lock().gone = true;
         let status = loop {
             match self.child.wait() {
@@ -647,6 +658,7 @@ impl Watcher {
                 let error = StartError {
                     kind: StartErrorKind::ExitedBeforeReady,
                     message: match (code, signal) {
+                        _ if failed.is_some() => format!("its command could not be started: {}", failed.unwrap_or_default()),
                         (Some(code), _) => format!("the server exited with code {code} before its handshake"),
                         (_, Some(signal)) => format!("the server was ended by signal {signal} before its handshake"),
                         _ => "the server ended before its handshake".into(),

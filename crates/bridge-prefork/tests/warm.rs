@@ -261,6 +261,7 @@ fn an_interpreter_that_is_not_there_fails_the_start() {
     let server = PreforkServer::start(&spec, GRACE, None).unwrap();
     let error = server.wait_ready(Some(READY)).unwrap_err();
     assert_eq!(error.kind, StartErrorKind::ExitedBeforeReady, "{error}");
+    assert!(error.message.contains("could not be started") && error.message.contains("(ENOENT)"), "{error}");
     assert_eq!(server.wait_exit(Some(Duration::from_secs(10))).unwrap().code, Some(127));
 }
 

@@ -253,11 +253,9 @@ export class WarmChild extends EventEmitter {
     const controlEnded = exit.streamEnded("control");
     let failedErrno: number | undefined;
     let reported = false;
-    const stopWatchingServer = server.onEnd((end) => {
-      const how = end.signal !== null ? `signal ${end.signal}` : `code ${end.code}`;
-      this.hooks.onServerEnded?.(
-        `The prefork server of this conversation (${server.plan.app}) ended (${how}) while it ran: its backend ends with it.`,
-      );
+    const stopWatchingServer = server.onGone((end) => {
+      const why = end.requested ? "was killed by closeWarmServers({ kill: true })" : "exited";
+      this.hooks.onServerEnded?.(`The prefork server of this conversation (${server.plan.app}) ${why} while it ran: its backend ends with it.`);
     });
     const exited = (code: number | null, signal: NodeJS.Signals | null) => {
       if (reported) return;

@@ -22,11 +22,9 @@ type NativeEvent = Parameters<ConstructorParameters<NativeBinding["PreforkServer
 /** The refusal codes a server gives (`bridge_prefork::StartError::code`) that are the app's, and stay. */
 const REFUSALS: ReadonlySet<string> = new Set(["threads", "event-loop", "import-failed", "bad-app"]);
 
-/** How a warm server ended, as its conversations are told. */
+/** How a warm server ended, as its running conversations are told. */
 export interface ServerEnd {
-  code: number | null;
-  signal: number | null;
-  /** Whether this host asked for it (shutdown, idle time, close). */
+  /** Whether this host asked for it (`closeWarmServers({ kill: true })`). */
   requested: boolean;
 }
 
@@ -45,14 +43,18 @@ export interface WarmServerInfo {
 
 export class WarmServer {
   state: "starting" | "ready" | "failed" = "starting";
-  /** How it ended, once it has. */
+  /** Set once the server has gone (it forks no more). */
   ended: ServerEnd | undefined;
+  /** Its supervisor has exited too: nothing of it is left. */
+  private hasExited = false;
   failure: WarmStartError | undefined;
   info: WarmServerInfo | undefined;
   /** Conversations forked and not yet ended. */
   private active = 0;
   private readonly waiting = new Set<() => void>();
-  private readonly endWatchers = new Set<(end: ServerEnd) => void>();
+  /** The running conversations, told when the server goes. */
+  private readonly goneWatchers = new Set<(end: ServerEnd) => void>();
+  private readonly exitWaiters = new Set<() => void>();
   private idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** Referenced while the server starts: a host awaiting it must not exit. */
   private keepAlive: ReturnType<typeof setInterval> | undefined = setInterval(() => {}, 1 << 30);
@@ -95,9 +97,9 @@ export class WarmServer {
   }
 
   /** Watches the server's end while a conversation runs on it. */
-  onEnd(watch: (end: ServerEnd) => void): () => void {
-    this.endWatchers.add(watch);
-    return () => this.endWatchers.delete(watch);
+  onGone(watch: (end: ServerEnd) => void): () => void {
+    this.goneWatchers.add(watch);
+    return () => this.goneWatchers.delete(watch);
   }
 
   /** A conversation was forked; `ended` is to be called once when it is over. */
@@ -136,8 +138,8 @@ export class WarmServer {
 
   /** Resolves once the server has exited. */
   exited(): Promise<void> {
-    if (this.ended) return Promise.resolve();
-    return new Promise((resolve) => this.endWatchers.add(() => resolve()));
+    if (this.hasExited) return Promise.resolve();
+    return new Promise((resolve) => this.exitWaiters.add(resolve));
   }
 
   private startIdleTimer(): void {
@@ -170,17 +172,29 @@ export class WarmServer {
       // other failure is forgotten, and the next conversation tries again.
       if (reason === "server-failed") this.forget(this);
       this.settle();
+    } else if (event.kind === "gone") {
+      // The server has exited (its supervisor's exit comes once what it
+      // forked has ended): it forks no more, and its running conversations
+      // are ending with it.
+      this.gone();
     } else {
-      const end: ServerEnd = { code: event.exitCode ?? null, signal: event.signal ?? null, requested: this.requested };
-      this.ended = end;
-      // A refusing server exits: its refusal stays known.
-      if (this.state !== "failed") this.forget(this);
+      this.gone();
+      this.hasExited = true;
       this.settle();
       clearTimeout(this.idleTimer);
       this.releaseGuard();
-      for (const watch of [...this.endWatchers]) watch(end);
-      this.endWatchers.clear();
+      for (const resolve of [...this.exitWaiters]) resolve();
+      this.exitWaiters.clear();
     }
+  }
+
+  private gone(): void {
+    if (this.ended === undefined) this.ended = { requested: this.requested };
+    // A refusing server exits: its refusal stays known.
+    if (this.state !== "failed") this.forget(this);
+    const end = { requested: this.requested };
+    for (const watch of [...this.goneWatchers]) watch(end);
+    this.goneWatchers.clear();
   }
 
   private settle(): void {
