@@ -19,11 +19,15 @@ import {
 } from "../lib/index";
 import { repoRoot } from "./helpers";
 
-const backend = {
-  command: join(repoRoot, ".venv", "bin", "python"),
-  args: ["-m", "agentlane_process_bridge", "--app", "scenario_app:create_backend"],
-  cwd: join(repoRoot, "tests", "e2e", "backends"),
-};
+/** The scenario backend, spawned, or forked from a prefork server (failing rather than falling back: a warm test is warm). */
+function backendFor(startMode: "cold" | "warm") {
+  return {
+    command: join(repoRoot, ".venv", "bin", "python"),
+    args: ["-m", "agentlane_process_bridge", "--app", "scenario_app:create_backend"],
+    cwd: join(repoRoot, "tests", "e2e", "backends"),
+    ...(startMode === "warm" ? { warm: { fallback: "error" as const } } : {}),
+  };
+}
 
 let open: AgentSession[] = [];
 afterEach(async () => {
@@ -45,123 +49,128 @@ function segmentsOf(chunks: TextChunk[]): Map<number, string> {
   return texts;
 }
 
-describe("createAgentSession with the real backend", () => {
-  it("runs a full conversation: text, a policy-decided approval, a plan, cancel, reset, configure, close", async () => {
-    const assistant: TextChunk[] = [];
-    const tools: ToolActivity[] = [];
-    const agents: AgentActivity[] = [];
-    const plans: PlanUpdate[] = [];
-    const resolutions: ApprovalResolution[] = [];
-    const configs: JsonObject[] = [];
-    const diagnostics: SessionDiagnostic[] = [];
-    const closes: SessionClose[] = [];
-    const policyCalls: string[] = [];
-    const session = await createAgentSession({
-      backend,
-      approvals: async ({ request, signal }) => {
-        policyCalls.push(request.path ?? "");
-        expect(signal.aborted).toBe(false);
-        return request.path?.endsWith("allowed.txt") ? true : { allowed: false, reason: "Not this file." };
-      },
-      onAssistantText: (chunk) => assistant.push(chunk),
-      onToolActivity: (activity) => tools.push(activity),
-      onAgentActivity: (activity) => agents.push(activity),
-      onPlan: (plan) => plans.push(plan),
-      onApprovalResolved: (resolution) => resolutions.push(resolution),
-      onConfigChanged: (config) => configs.push(config),
-      onDiagnostic: (diagnostic) => diagnostics.push(diagnostic),
-      onClose: (close) => closes.push(close),
+// Every test twice: the backend spawned, and forked from a prefork server.
+for (const startMode of ["cold", "warm"] as const) {
+  describe(`createAgentSession with the real backend (${startMode})`, () => {
+    const backend = backendFor(startMode);
+    it("runs a full conversation: text, a policy-decided approval, a plan, cancel, reset, configure, close", async () => {
+      const assistant: TextChunk[] = [];
+      const tools: ToolActivity[] = [];
+      const agents: AgentActivity[] = [];
+      const plans: PlanUpdate[] = [];
+      const resolutions: ApprovalResolution[] = [];
+      const configs: JsonObject[] = [];
+      const diagnostics: SessionDiagnostic[] = [];
+      const closes: SessionClose[] = [];
+      const policyCalls: string[] = [];
+      const session = await createAgentSession({
+        backend,
+        approvals: async ({ request, signal }) => {
+          policyCalls.push(request.path ?? "");
+          expect(signal.aborted).toBe(false);
+          return request.path?.endsWith("allowed.txt") ? true : { allowed: false, reason: "Not this file." };
+        },
+        onAssistantText: (chunk) => assistant.push(chunk),
+        onToolActivity: (activity) => tools.push(activity),
+        onAgentActivity: (activity) => agents.push(activity),
+        onPlan: (plan) => plans.push(plan),
+        onApprovalResolved: (resolution) => resolutions.push(resolution),
+        onConfigChanged: (config) => configs.push(config),
+        onDiagnostic: (diagnostic) => diagnostics.push(diagnostic),
+        onClose: (close) => closes.push(close),
+      });
+      open.push(session);
+      expect(session.ready).toMatchObject({ version: "0.22.0", package: "agentlane-process-bridge" });
+      expect(session.process?.start).toBe(startMode);
+      expect(session.config).toEqual({ model: "scripted-1" });
+
+      // 1. Streamed text.
+      const chat = await session.run("chat hello there");
+      expect(chat).toEqual({ status: "completed", finalOutput: "Hello! This is a scripted reply. You said: chat hello there", turnCount: 1, responseCount: 1 });
+      expect([...segmentsOf(assistant).values()]).toEqual([chat.status === "completed" ? chat.finalOutput : ""]);
+      expect(agents.map((a) => a.phase)).toEqual(["start", "end"]);
+
+      // 2. Approvals decided by the policy: allowed, then denied.
+      const allowed = await session.run("note allowed.txt");
+      expect(allowed.status).toBe("completed");
+      const denied = await session.run("note other.txt");
+      expect(denied.status).toBe("completed");
+      expect(policyCalls).toEqual(["/notes/allowed.txt", "/notes/other.txt"]);
+      expect(resolutions.map((r) => [r.allowed, r.reason, r.decidedByApp])).toEqual([
+        [true, null, true],
+        [false, "Not this file.", true],
+      ]);
+      const ends = tools.filter((t): t is Extract<ToolActivity, { phase: "end" }> => t.phase === "end");
+      expect(ends.map((t) => [t.call.tool, t.ok])).toEqual([
+        ["write_note", true],
+        ["write_note", false],
+      ]);
+      expect(ends[0].call.arguments).toMatchObject({ path: "allowed.txt" });
+
+      // 3. A plan update.
+      expect((await session.run("plan")).status).toBe("completed");
+      expect(plans[0]).toMatchObject({ explanation: "Starting the work." });
+      expect(plans[0].steps.map((s) => s.status)).toEqual(["active", "pending", "pending"]);
+      expect(tools.some((t) => t.phase === "start" && t.call.isPlan)).toBe(true);
+
+      // 4. Cancel a slow run once it has streamed something.
+      const before = assistant.length;
+      const slow = session.run("slow 30");
+      await new Promise<void>((resolve) => {
+        const check = () => (assistant.length > before ? resolve() : setTimeout(check, 10));
+        check();
+      });
+      await session.cancel();
+      const cancelled = await slow;
+      // Completion can win the race with the cancel (§8.4); with 30 s left it does not.
+      expect(cancelled).toEqual({ status: "cancelled" });
+      expect(segmentsOf(assistant).size).toBeGreaterThan(0);
+
+      // 5. Configure: accepted, then rejected with the snapshot re-announced.
+      expect(await session.configure({ model: "scripted-2" })).toEqual({ model: "scripted-2" });
+      expect(session.config).toEqual({ model: "scripted-2" });
+      await expect(session.configure({ model: "" })).rejects.toMatchObject({ name: "ConfigureError", code: "rejected" });
+      expect(configs).toEqual([{ model: "scripted-2" }, { model: "scripted-2" }]);
+
+      // 6. Reset: the conversation starts again, the config is re-announced.
+      await session.reset();
+      expect(configs.at(-1)).toEqual({ model: "scripted-2" });
+      const count = await session.run("count");
+      expect(count).toMatchObject({ status: "completed", finalOutput: "This conversation has 1 user message(s)." });
+
+      // 7. Close.
+      await session.close();
+      expect(closes).toEqual([{ reason: "shutdown", code: 0, signal: null }]);
+      expect(diagnostics.filter((d) => d.kind !== "stderr")).toEqual([]);
+      await expect(session.run("chat")).rejects.toMatchObject({ name: "SessionClosedError", message: "Agent session closed: shutdown" });
     });
-    open.push(session);
-    expect(session.ready).toMatchObject({ version: "0.22.0", package: "agentlane-process-bridge" });
-    expect(session.config).toEqual({ model: "scripted-1" });
 
-    // 1. Streamed text.
-    const chat = await session.run("chat hello there");
-    expect(chat).toEqual({ status: "completed", finalOutput: "Hello! This is a scripted reply. You said: chat hello there", turnCount: 1, responseCount: 1 });
-    expect([...segmentsOf(assistant).values()]).toEqual([chat.status === "completed" ? chat.finalOutput : ""]);
-    expect(agents.map((a) => a.phase)).toEqual(["start", "end"]);
-
-    // 2. Approvals decided by the policy: allowed, then denied.
-    const allowed = await session.run("note allowed.txt");
-    expect(allowed.status).toBe("completed");
-    const denied = await session.run("note other.txt");
-    expect(denied.status).toBe("completed");
-    expect(policyCalls).toEqual(["/notes/allowed.txt", "/notes/other.txt"]);
-    expect(resolutions.map((r) => [r.allowed, r.reason, r.decidedByApp])).toEqual([
-      [true, null, true],
-      [false, "Not this file.", true],
-    ]);
-    const ends = tools.filter((t): t is Extract<ToolActivity, { phase: "end" }> => t.phase === "end");
-    expect(ends.map((t) => [t.call.tool, t.ok])).toEqual([
-      ["write_note", true],
-      ["write_note", false],
-    ]);
-    expect(ends[0].call.arguments).toMatchObject({ path: "allowed.txt" });
-
-    // 3. A plan update.
-    expect((await session.run("plan")).status).toBe("completed");
-    expect(plans[0]).toMatchObject({ explanation: "Starting the work." });
-    expect(plans[0].steps.map((s) => s.status)).toEqual(["active", "pending", "pending"]);
-    expect(tools.some((t) => t.phase === "start" && t.call.isPlan)).toBe(true);
-
-    // 4. Cancel a slow run once it has streamed something.
-    const before = assistant.length;
-    const slow = session.run("slow 30");
-    await new Promise<void>((resolve) => {
-      const check = () => (assistant.length > before ? resolve() : setTimeout(check, 10));
-      check();
+    it("rejects a failing run with RunError and stays usable", async () => {
+      const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+      open.push(session);
+      await expect(session.run("fail")).rejects.toMatchObject({ name: "RunError", message: "Scripted model failure." });
+      expect((await session.run("chat again")).status).toBe("completed");
     });
-    await session.cancel();
-    const cancelled = await slow;
-    // Completion can win the race with the cancel (§8.4); with 30 s left it does not.
-    expect(cancelled).toEqual({ status: "cancelled" });
-    expect(segmentsOf(assistant).size).toBeGreaterThan(0);
 
-    // 5. Configure: accepted, then rejected with the snapshot re-announced.
-    expect(await session.configure({ model: "scripted-2" })).toEqual({ model: "scripted-2" });
-    expect(session.config).toEqual({ model: "scripted-2" });
-    await expect(session.configure({ model: "" })).rejects.toMatchObject({ name: "ConfigureError", code: "rejected" });
-    expect(configs).toEqual([{ model: "scripted-2" }, { model: "scripted-2" }]);
+    it("runs prompts back to back without spurious 'A run is already active.' failures", async () => {
+      const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+      open.push(session);
+      for (let i = 0; i < 25; i++) {
+        expect((await session.run(`chat ${i}`)).status).toBe("completed");
+      }
+    });
 
-    // 6. Reset: the conversation starts again, the config is re-announced.
-    await session.reset();
-    expect(configs.at(-1)).toEqual({ model: "scripted-2" });
-    const count = await session.run("count");
-    expect(count).toMatchObject({ status: "completed", finalOutput: "This conversation has 1 user message(s)." });
-
-    // 7. Close.
-    await session.close();
-    expect(closes).toEqual([{ reason: "shutdown", code: 0, signal: null }]);
-    expect(diagnostics.filter((d) => d.kind !== "stderr")).toEqual([]);
-    await expect(session.run("chat")).rejects.toMatchObject({ name: "SessionClosedError", message: "Agent session closed: shutdown" });
+    it("reset() right after run(), 40 times: every reset resolves and the next run sees a fresh conversation (the reset race absorbed)", async () => {
+      const session = await createAgentSession({ backend, onDiagnostic: () => {} });
+      open.push(session);
+      for (let i = 0; i < 40; i++) {
+        const run = session.run("count");
+        await session.reset(); // before the fix, about 1 in 60 rejected: "Cannot reset while a primary run is active."
+        const ended = await run;
+        expect(["completed", "cancelled"]).toContain(ended.status);
+        const next = await session.run("count");
+        expect(next).toMatchObject({ status: "completed", finalOutput: "This conversation has 1 user message(s)." });
+      }
+    });
   });
-
-  it("rejects a failing run with RunError and stays usable", async () => {
-    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
-    open.push(session);
-    await expect(session.run("fail")).rejects.toMatchObject({ name: "RunError", message: "Scripted model failure." });
-    expect((await session.run("chat again")).status).toBe("completed");
-  });
-
-  it("runs prompts back to back without spurious 'A run is already active.' failures", async () => {
-    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
-    open.push(session);
-    for (let i = 0; i < 25; i++) {
-      expect((await session.run(`chat ${i}`)).status).toBe("completed");
-    }
-  });
-
-  it("reset() right after run(), 40 times: every reset resolves and the next run sees a fresh conversation (the reset race absorbed)", async () => {
-    const session = await createAgentSession({ backend, onDiagnostic: () => {} });
-    open.push(session);
-    for (let i = 0; i < 40; i++) {
-      const run = session.run("count");
-      await session.reset(); // before the fix, about 1 in 60 rejected: "Cannot reset while a primary run is active."
-      const ended = await run;
-      expect(["completed", "cancelled"]).toContain(ended.status);
-      const next = await session.run("count");
-      expect(next).toMatchObject({ status: "completed", finalOutput: "This conversation has 1 user message(s)." });
-    }
-  });
-});
+}

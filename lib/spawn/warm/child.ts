@@ -201,7 +201,12 @@ export class WarmChild extends EventEmitter {
 
   /** Forks the backend: its channels, the fork request, its control socket. */
   private fork(server: WarmServer): void {
-    const { options, callbacks } = this;
+    const { options } = this;
+    // A forked backend can write `ready` before its supervisor's `started`
+    // is read: what it says waits, so that `onStarted` comes first, as
+    // for a spawned backend.
+    const held = holdUntilStarted(this.callbacks);
+    const callbacks = held.callbacks;
     const exit = new ExitTracker(options.exitDrainMs ?? 1000, callbacks);
     let stdio: UnixStdio;
     try {
@@ -222,11 +227,11 @@ export class WarmChild extends EventEmitter {
     }
     const adopted = stdio.adopt(true);
     this.stdin.attach(adopted.stdin);
-    this.run(server, exit, adopted.controlFd!);
+    this.run(server, exit, adopted.controlFd!, held.release);
   }
 
   /** The forked backend's life, from its supervisor's reports. */
-  private run(server: WarmServer, exit: ExitTracker, controlFd: number): void {
+  private run(server: WarmServer, exit: ExitTracker, controlFd: number, release: () => void): void {
     const { options, callbacks } = this;
     const conversationEnded = server.conversationStarted();
     let supervisorPid: number | undefined;
@@ -279,15 +284,18 @@ export class WarmChild extends EventEmitter {
         this.pid = ownPid;
         this.signalNow = (signal) => containment.signal(signal);
         callbacks.onStarted?.(containment.info);
+        release();
         this.emit("spawn");
         if (this.pendingSignal !== undefined) containment.signal(this.pendingSignal);
       },
       failed: (report) => {
         failedErrno = report.errno;
         callbacks.onSpawnError?.(reportedSpawnError(options.command, options.args ?? [], report));
+        release();
       },
       exited: (code, signal) => exited(code, signal === null ? null : (SIGNAL_NAMES.get(signal) ?? null)),
       ended: () => {
+        release();
         // Without an exit line, the supervisor itself was killed: how the
         // backend ended is not known.
         exited(null, null);
@@ -311,6 +319,40 @@ export class WarmChild extends EventEmitter {
     this.emit("close", code, signal);
     this.callbacks.onExit?.(code, signal);
   }
+}
+
+/**
+ * The callbacks, with every call held back (in order) until `release()`;
+ * after it, straight through.
+ */
+function holdUntilStarted(callbacks: BridgeProcessCallbacks): { callbacks: BridgeProcessCallbacks; release: () => void } {
+  let held: (() => void)[] | undefined = [];
+  const wrap = <K extends keyof BridgeProcessCallbacks>(name: K): BridgeProcessCallbacks[K] => {
+    const callback = callbacks[name] as ((...args: unknown[]) => void) | undefined;
+    if (callback === undefined) return undefined as BridgeProcessCallbacks[K];
+    return ((...args: unknown[]) => {
+      if (held) held.push(() => callback(...args));
+      else callback(...args);
+    }) as BridgeProcessCallbacks[K];
+  };
+  return {
+    callbacks: {
+      onEvent: wrap("onEvent")!,
+      onDecodeError: wrap("onDecodeError"),
+      onInvalidLine: wrap("onInvalidLine"),
+      onStderr: wrap("onStderr"),
+      onReadError: wrap("onReadError"),
+      onStdoutClosed: wrap("onStdoutClosed"),
+      onExit: wrap("onExit"),
+      onStarted: callbacks.onStarted,
+      onSpawnError: callbacks.onSpawnError,
+    },
+    release: () => {
+      const waiting = held;
+      held = undefined;
+      for (const call of waiting ?? []) call();
+    },
+  };
 }
 
 function warmGone(): WarmStartError {
