@@ -255,3 +255,19 @@ describe.runIf(process.platform === "linux")("warm starts", () => {
     expect(warm).toEqual(cold);
   });
 });
+
+describe.runIf(process.platform === "linux")("warm starts in a host of their own", () => {
+  it("a host awaiting closeWarmServers() stays until its servers have exited, then exits by itself", async () => {
+    const script = `
+      const { prewarm, closeWarmServers } = require(${JSON.stringify(join(repoRoot, "dist", "index.js"))});
+      (async () => {
+        const server = await prewarm(${JSON.stringify(backend("scenario_app:create_backend"))});
+        await closeWarmServers();
+        console.log(JSON.stringify({ closed: server.pid }));
+      })();`;
+    const { execFileSync } = await import("node:child_process");
+    const out = execFileSync(process.execPath, ["-e", script], { encoding: "utf8", timeout: 60_000 });
+    const { closed } = JSON.parse(out.trim()) as { closed: number };
+    expect(alive(closed)).toBe(false);
+  });
+});

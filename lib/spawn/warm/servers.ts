@@ -139,7 +139,14 @@ export class WarmServer {
   /** Resolves once the server has exited. */
   exited(): Promise<void> {
     if (this.hasExited) return Promise.resolve();
-    return new Promise((resolve) => this.exitWaiters.add(resolve));
+    // Someone waits for it: the host must not exit first.
+    const keepAlive = setInterval(() => {}, 1 << 30);
+    return new Promise((resolve) =>
+      this.exitWaiters.add(() => {
+        clearInterval(keepAlive);
+        resolve();
+      }),
+    );
   }
 
   private startIdleTimer(): void {
