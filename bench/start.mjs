@@ -15,7 +15,8 @@
 //      is ready (warm: the server prewarmed, and started by the burst itself).
 //   node bench/start.mjs [rounds=30]
 // START_BENCH_COLD_MAX (default 32): the largest N started cold at once (100
-// cold backends need ~8 GB and minutes of both cores).
+// cold backends need ~8 GB and minutes of both cores). START_BENCH_PARTS
+// (default 1,2,3,4): which measurements (1 and 2 are one run).
 import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -26,6 +27,7 @@ const { createAgentSession, prewarm, closeWarmServers } = createRequire(import.m
 const rounds = Number(process.argv[2] ?? 30);
 const coldMax = Number(process.env.START_BENCH_COLD_MAX ?? 32);
 const bursts = [1, 10, 32, 100];
+const parts = new Set((process.env.START_BENCH_PARTS ?? "1,2,3,4").split(","));
 const PROMPT = "Please save a note about the process bridge.";
 
 function spec(warm, tag = "") {
@@ -177,7 +179,8 @@ let begun = performance.now();
 const server = await prewarm(spec(true));
 console.log(`prefork server ready in ${ms(performance.now() - begun)} (pid ${server.pid}, ${mb(memory(server.pid).rss)} RSS, ${mb(memory(server.pid).uss)} USS)`);
 
-const seq = await sequential();
+const seq = parts.has("1") || parts.has("2") ? await sequential() : { cold: [], warm: [] };
+if (seq.cold.length > 0) {
 console.log("\n1. createAgentSession → ready / → first text event (the run started at ready)");
 for (const mode of ["cold", "warm"]) {
   const r = seq[mode];
@@ -197,8 +200,10 @@ for (const mode of ["cold", "warm"]) {
   const total = median(r.map((x) => x.hostCpu + x.backendCpu + x.serverCpu)) / 1e6;
   console.log(`  ${mode}: host ${ms(host)}, backend + its supervisor ${ms(backend)}${mode === "warm" ? `, prefork server (the fork) ${ms(serverShare)}` : ""}; total ${ms(total)}`);
 }
+}
 
 const siblings = Number(process.env.WARM_SIBLINGS ?? 4);
+if (parts.has("3")) {
 console.log(`\n3. Memory of a backend (median of ${siblings} alive at once)`);
 for (const warm of [false, true]) {
   const m = await memoryOf(warm, siblings);
@@ -207,10 +212,11 @@ for (const warm of [false, true]) {
 }
 const serverMemory = memory(server.pid);
 console.log(`  the prefork server itself: USS ${mb(serverMemory.uss)}, PSS ${mb(serverMemory.pss)}, RSS ${mb(serverMemory.rss)}`);
+}
 await closeWarmServers();
 
-console.log("\n4. N sessions started at once: time until the last is ready");
-for (const n of bursts) {
+if (parts.has("4")) console.log("\n4. N sessions started at once: time until the last is ready");
+for (const n of parts.has("4") ? bursts : []) {
   const rows = [];
   if (n <= coldMax) rows.push(["cold", await burst(false, n, { prewarmed: false })]);
   rows.push(["warm, server prewarmed", await burst(true, n, { prewarmed: true })]);
