@@ -32,6 +32,31 @@ export declare class LineDecoder {
 }
 export type JsLineDecoder = LineDecoder
 
+/** One prefork server (docs/prefork.md). */
+export declare class PreforkServer {
+  /**
+   * Starts the server: `program` and `args` are the interpreter
+   * invocation (what precedes `-m agentlane_process_bridge`), `app` the
+   * `module:factory`, `cwd` and `env` the server's (every backend's),
+   * `supervisor` the path of `process-bridge-supervisor`. `onEvent` is
+   * called on this thread.
+   */
+  constructor(program: string, args: string[], app: string, cwd: string | null, env: Record<string, string> | null, supervisor: string, termGraceMs: number, onEvent: (event: PreforkEvent) => void)
+  /**
+   * Forks a conversation whose backend gets these descriptors as its
+   * stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
+   * child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
+   * closes them after this returns, as after a spawn).
+   */
+  fork(stdinFd: number, stdoutFd: number, stderrFd: number, controlFd: number, termGraceMs: number): void
+  /** Accepts no more forks; the server exits once its conversations ended. */
+  shutdown(): void
+  /** Ends the server and all its conversations now; `false` if it was gone. */
+  kill(): boolean
+  /** The pid of the server's supervisor. */
+  get supervisorPid(): number
+}
+
 /** Reads one output stream of a backend off the JavaScript thread. */
 export declare class StreamReader {
   /**
@@ -140,6 +165,31 @@ export interface CommandProblem {
 /** §3.3: whether an event's `protocol_version` is accepted. */
 export declare function isSupportedProtocolVersion(value: string): boolean
 
+/**
+ * What a server says, once each: `ready` or `failed`, `gone` (it closed
+ * its channel: it has exited, and its conversations are ending), `exited`
+ * (its supervisor too, once everything it forked has ended).
+ */
+export interface PreforkEvent {
+  /** `"ready"`, `"failed"`, `"gone"` or `"exited"`. */
+  kind: string
+  /** ready: the Python server's pid. */
+  pid?: number
+  python?: string
+  agentlane?: string
+  /**
+   * failed: a stable code (the server's refusal code, or
+   * `spawn-failed`, `exited-before-ready`, `bad-handshake`).
+   */
+  code?: string
+  message?: string
+  /** exited: the server's exit code or signal number. */
+  exitCode?: number
+  signal?: number
+  /** failed, exited: the last lines of the server's log. */
+  logTail: Array<string>
+}
+
 export declare function protocolTables(): ProtocolTables
 
 /**
@@ -180,3 +230,15 @@ export declare function socketPair(): Array<number>
  * costly to copy out of V8.
  */
 export declare function validateEventValue(value: unknown): number
+
+export declare function warmInvocation(args: Array<string>): WarmInvocation | null
+
+/**
+ * The interpreter invocation and the app of a cold backend's arguments,
+ * when a prefork server can stand in for it (`[…invocation, "-m",
+ * "agentlane_process_bridge", "--app", app]`), else `null`.
+ */
+export interface WarmInvocation {
+  prefix: Array<string>
+  app: string
+}

@@ -21,11 +21,12 @@ function runDemo(env: Record<string, string> = {}) {
 }
 
 describe("the demo host", () => {
-  it("runs a real conversation: streamed text, an approved tool call, the result, the answer, a clean exit", () => {
-    const { code, out, err } = runDemo();
+  // Spawned, and forked from a prefork server (DEMO_WARM=1).
+  it.each(["cold", "warm"] as const)("runs a real conversation (%s): streamed text, an approved tool call, the result, the answer, a clean exit", (startMode) => {
+    const { code, out, err } = runDemo(startMode === "warm" ? { DEMO_WARM: "1" } : {});
     expect(err).toBe("");
     expect(code).toBe(0);
-    expect(out).toMatch(/backend ready: agentlane 0\.22\.0, protocol 1\.0/);
+    expect(out).toMatch(new RegExp(`backend ready: agentlane 0\\.22\\.0, protocol 1\\.0, .*, started ${startMode}$`, "m"));
     expect(out).toContain("[approval needed] save_note: create_file /notes/note.txt (Saving notes needs your approval.)");
     expect(out).toContain("[host] approving");
     expect(out).toContain("[approval resolved] allow");

@@ -1,15 +1,15 @@
 /**
- * A small promise-based client for the end-to-end tests: spawns a backend with
- * `spawnBridgeProcess`, talks to it through `createBridgeChannel`, and keeps
+ * A small promise-based client for the end-to-end tests: starts a backend with
+ * `startBridgeProcess` (spawned, or warm when the options say so), talks to it through `createBridgeChannel`, and keeps
  * everything that happens (events, decode errors, invalid lines, stderr,
  * send errors, finalize, spawn error, exit) in one ordered log that tests
  * wait on and assert against.
  */
-import type { ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import {
   createBridgeChannel,
-  spawnBridgeProcess,
+  startBridgeProcess,
+  type BridgeChild,
   type BridgeChannel,
   type BridgeCommand,
   type BridgeDecodeError,
@@ -24,12 +24,17 @@ export const backendsDir = join(repoRoot, "tests/e2e/backends");
 /** The venv's interpreter, deliberately not resolved (the target lies outside the venv). */
 export const venvPython = join(repoRoot, ".venv/bin/python");
 
-/** The real AgentLane backend running `scenario_app` (NOTES.md §2–§3). */
-export function scenarioBackend(): BridgeProcessOptions {
+/**
+ * The real AgentLane backend running `scenario_app` (NOTES.md §2–§3),
+ * spawned (`cold`) or forked from a prefork server (`warm`, docs/prefork.md:
+ * failing the start rather than falling back, so that a warm test is warm).
+ */
+export function scenarioBackend(start: "cold" | "warm" = "cold"): BridgeProcessOptions {
   return {
     command: venvPython,
     args: ["-m", "agentlane_process_bridge", "--app", "scenario_app:create_backend"],
     cwd: backendsDir,
+    ...(start === "warm" ? { warm: { fallback: "error" as const } } : {}),
   };
 }
 
@@ -138,7 +143,7 @@ const openClients = new Set<E2EClient>();
 
 export class E2EClient {
   readonly log: LogEntry[] = [];
-  readonly child: ChildProcess;
+  readonly child: BridgeChild;
   readonly channel: BridgeChannel;
   /** Settles once, with `onExit`'s arguments. */
   readonly exited: Promise<{ code: number | null; signal: string | null }>;
@@ -154,7 +159,7 @@ export class E2EClient {
       this.resolveExit = resolve;
     });
     // Callbacks never throw: an exception would land in the native reader.
-    this.child = spawnBridgeProcess(options, {
+    this.child = startBridgeProcess(options, {
       onEvent: (event) => this.push({ kind: "event", event }),
       onDecodeError: (error, line) => this.push({ kind: "decodeError", error, line }),
       onInvalidLine: (line) => this.push({ kind: "invalidLine", line }),

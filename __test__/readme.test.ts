@@ -113,6 +113,6 @@ describe.runIf(existsSync(join(repoRoot, ".venv", "bin", "uv")))("README snippet
   it("the attach snippet: a session on a process started through sh -c", () => {
     const result = runSnippet("attach");
     expect(result.status, result.stderr).toBe(0);
-    expect(result.stdout).toMatch(/^\{\s*mode: 'attached',\s*pid: \d+,\s*processGroup: undefined,\s*supervisorPid: undefined\s*\}\ncompleted\n$/);
+    expect(result.stdout).toMatch(/^\{\s*mode: 'attached',\s*start: 'attached',\s*pid: \d+,\s*processGroup: undefined,\s*supervisorPid: undefined\s*\}\ncompleted\n$/);
   }, 90_000);
 });

@@ -42,6 +42,8 @@ interface Start {
   open(options: SessionOptions): Promise<AgentSession>;
   /** The child the test spawned itself (attached starts). */
   child?: () => ChildProcess | undefined;
+  /** What `session.process.start` says (spawned starts). */
+  startMode?: "cold" | "warm";
 }
 
 /** Spawns the backend as an application would before attaching: Node's own pipes. */
@@ -57,11 +59,17 @@ function attached(command: string, args: string[]): Start {
   };
 }
 
-const spawned: Start = { name: "createAgentSession", open: (options) => createAgentSession({ backend, ...options }) };
+const spawned: Start = { name: "createAgentSession", open: (options) => createAgentSession({ backend, ...options }), startMode: "cold" };
+/** Forked from a prefork server, failing rather than falling back: a warm test is warm. */
+const warm: Start = {
+  name: "createAgentSession, warm",
+  open: (options) => createAgentSession({ backend: { ...backend, warm: { fallback: "error" } }, ...options }),
+  startMode: "warm",
+};
 const direct = attached(backend.command, backend.args);
 const throughShell = attached("sh", ["-c", 'exec "$0" "$@"', backend.command, ...backend.args]);
-/** Every start; the long suites (many runs of the same thing) run on the first two. */
-const starts = [spawned, direct, throughShell];
+/** Every start; the long suites (many runs of the same thing) run on the spawned ones and one attached. */
+const starts = [spawned, warm, direct, throughShell];
 
 let open: AgentSession[] = [];
 afterEach(async () => {
@@ -113,6 +121,7 @@ describe.each(starts)("$name with the real backend", (start) => {
     });
     open.push(session);
     expect(session.ready).toMatchObject({ version: "0.22.0", package: "agentlane-process-bridge" });
+    if (start.startMode) expect(session.process?.start).toBe(start.startMode);
     expect(session.config).toEqual({ model: "scripted-1" });
 
     // 1. Streamed text.
@@ -192,7 +201,7 @@ describe.each(starts)("$name with the real backend", (start) => {
   });
 });
 
-describe.each(starts.slice(0, 2))("$name with the real backend, many runs", (start) => {
+describe.each(starts.slice(0, 3))("$name with the real backend, many runs", (start) => {
   it("rejects a failing run with RunError and stays usable", async () => {
     const session = await start.open({ onDiagnostic: () => {} });
     open.push(session);
@@ -234,7 +243,7 @@ describe("attachAgentSession: what only an attached process shows", () => {
     };
     const closes: SessionClose[] = [];
     const session = await attachAgentSession(child, { shutdownGraceMs: 300, termGraceMs: 300, onClose: (close) => closes.push(close), onDiagnostic: () => {} });
-    expect(session.process).toEqual({ mode: "attached", pid: child.pid, processGroup: undefined, supervisorPid: undefined });
+    expect(session.process).toEqual({ mode: "attached", start: "attached", pid: child.pid, processGroup: undefined, supervisorPid: undefined });
     await session.close();
     // It ignores shutdown and SIGTERM: the grace ends in SIGTERM, then SIGKILL, both through child.kill.
     expect(signals).toEqual(["SIGTERM", "SIGKILL"]);

@@ -17,9 +17,11 @@ const require = createRequire(import.meta.url);
 const { createAgentSession, SessionStartError, PROTOCOL_VERSION } = require("../dist/index.js");
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-// DEMO_PYTHON and DEMO_BACKEND_DIR override where the backend comes from.
+// DEMO_PYTHON and DEMO_BACKEND_DIR override where the backend comes from;
+// DEMO_WARM=1 forks it from a prefork server (a warm start, docs/prefork.md).
 const python = process.env.DEMO_PYTHON ?? join(root, ".venv", "bin", "python");
 const backendDir = process.env.DEMO_BACKEND_DIR ?? join(root, "examples", "backend");
+const warm = process.env.DEMO_WARM === "1" ? { warm: { fallback: "error" } } : {};
 const prompt = process.argv[2] ?? "Please save a note about the process bridge.";
 
 const started = performance.now();
@@ -32,7 +34,7 @@ let events = 0;
 let session;
 try {
   session = await createAgentSession({
-    backend: { command: python, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: backendDir },
+    backend: { command: python, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: backendDir, ...warm },
     readyTimeoutMs: 30_000,
     textDelivery: "immediate",
     approvals: ({ request, reason }) => {
@@ -76,7 +78,7 @@ try {
 }
 
 mark("ready");
-console.log(`backend ready: agentlane ${session.ready.version}, protocol ${PROTOCOL_VERSION}, config ${JSON.stringify(session.config)}`);
+console.log(`backend ready: agentlane ${session.ready.version}, protocol ${PROTOCOL_VERSION}, config ${JSON.stringify(session.config)}, started ${session.process?.start}`);
 console.log(`\nyou: ${prompt}\nassistant: `);
 let exitCode = 0;
 try {

@@ -146,7 +146,51 @@ export type SessionStartErrorCode =
   /** The backend speaks another protocol major version. */
   | "unsupported-protocol"
   /** The backend wrote a line that is not a valid bridge event before `ready`. */
-  | "protocol-error";
+  | "protocol-error"
+  /** A warm start was asked for with `fallback: "error"` and is not possible (`cause`: the `WarmStartError`). */
+  | "warm-unavailable";
+
+/** `WarmStartError.reason`: why a warm start (docs/prefork.md) is not possible. */
+export type WarmUnavailableReason =
+  /** Not Linux or macOS. */
+  | "platform"
+  /** No native supervisor (`supervise: false`, or none for this platform). */
+  | "no-supervisor"
+  /** The backend is not `… -m agentlane_process_bridge --app module:factory` (or runs through a shell). */
+  | "not-warmable"
+  /** The app started threads when it was imported: forking it is not safe. */
+  | "threads"
+  /** An asyncio event loop was running after the import. */
+  | "event-loop"
+  /** `agentlane_process_bridge` or the app's module failed to import. */
+  | "import-failed"
+  /** The `--app` reference is malformed, or names nothing callable. */
+  | "bad-app"
+  /** The prefork server could not be started, or ended before or instead of forking. */
+  | "server-failed";
+
+/**
+ * A warm start is not possible: the prefork server refused the app (its
+ * stable code is `reason`), or the platform, options or command do not
+ * allow one. With `fallback: "cold"` (the default) the backend starts cold
+ * instead (and a `warm` diagnostic says why); with `fallback: "error"` the
+ * start fails with `SessionStartError` `warm-unavailable`, this as `cause`.
+ */
+export class WarmStartError extends Error {
+  readonly code = "warm-unavailable" as const;
+  /** The `SessionStartError` code this failure gives. */
+  readonly startCode = "warm-unavailable" as const;
+
+  constructor(
+    message: string,
+    readonly reason: WarmUnavailableReason,
+    /** The last lines the prefork server wrote (its import's traceback, …). */
+    readonly logTail: readonly string[] = [],
+  ) {
+    super(message);
+    this.name = "WarmStartError";
+  }
+}
 
 /** What a start failure carries besides its message. */
 export interface SessionStartDetails {

@@ -12,11 +12,13 @@ export {
   SessionClosedError,
   SessionStartError,
   SessionStateError,
+  WarmStartError,
   type BridgeCommandErrorCode,
   type BridgeDecodeErrorCode,
   type RunErrorCode,
   type SessionStartErrorCode,
   type SessionStateErrorCode,
+  type WarmUnavailableReason,
 } from "./errors";
 export {
   decodeBridgeEventLine,
@@ -44,6 +46,10 @@ export {
   type ContainmentMode,
   type PythonBackendSpec,
 } from "./process";
+export { startBridgeProcess, type BridgeChild } from "./spawn/start";
+export { closeWarmServers, prewarm, type WarmChild, type WarmHooks, type WarmServerInfo } from "./spawn/warm/index";
+export type { StartMode } from "./spawn/containment";
+export type { WarmOption, WarmOptions } from "./spawn/warm/options";
 export {
   createBridgeChannel,
   type BridgeChannel,

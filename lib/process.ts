@@ -11,6 +11,7 @@ import { explainSpawnError, withErrnoCode, type SpawnAttempt } from "./spawn/spa
 import { readControl, reportedSpawnError } from "./spawn/control";
 import { UnixStdio } from "./spawn/stdio";
 import { findSupervisor } from "./spawn/supervisor";
+import type { WarmOption } from "./spawn/warm/options";
 import type { FlowGate } from "./stream/flow";
 import { wirePushed, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
 
@@ -53,6 +54,12 @@ export interface BridgeProcessOptions extends LineReaderOptions {
   termGraceMs?: number;
   /** While this gate is closed, stdout's reader waits (backpressure from a consumer; `stream/flow.ts`). */
   flow?: FlowGate;
+  /**
+   * Fork the backend from a prefork server that imported the app once
+   * (docs/prefork.md; `createAgentSession` and `startBridgeProcess`, not
+   * `spawnBridgeProcess`, which always starts cold). Default: cold.
+   */
+  warm?: WarmOption;
 }
 
 /** A Python AgentLane backend, run with `uv` in its project (§9.4). */
@@ -62,6 +69,8 @@ export interface PythonBackendSpec {
   /** Default: the host process's cwd. */
   projectDir?: string;
   env?: NodeJS.ProcessEnv;
+  /** A warm start (see `BridgeProcessOptions.warm`). */
+  warm?: WarmOption;
 }
 
 export type BackendSpec = PythonBackendSpec | BridgeProcessOptions;
@@ -84,6 +93,7 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
     args: ["run", "--project", projectDir, "python", "-m", "agentlane_process_bridge", "--app", app],
     cwd: projectDir,
     env: python.env ?? process.env,
+    ...(python.warm !== undefined ? { warm: python.warm } : {}),
   };
 }
 

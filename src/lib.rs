@@ -21,6 +21,8 @@ mod external;
 mod pipe;
 #[cfg(unix)]
 pub use pipe::socket_pair;
+#[cfg(unix)]
+mod prefork;
 mod stream;
 mod strings;
 mod teardown;

@@ -137,7 +137,7 @@ export function attachedBackend(source: AgentProcessLike, options: AttachOptions
       child.exited(code, signal);
       exit.closed(code, signal);
     });
-    const info: BackendProcess = { mode: "attached", pid: source.pid, processGroup: undefined, supervisorPid: undefined };
+    const info: BackendProcess = { mode: "attached", start: "attached", pid: source.pid, processGroup: undefined, supervisorPid: undefined };
     callbacks.onStarted?.(info);
     // Exited before it was attached: no event will come.
     if (child.exitCode !== null || child.signalCode !== null) queueMicrotask(() => exit.closed(child.exitCode, child.signalCode));

@@ -6,14 +6,19 @@
  *
  * - **spawned** (`createAgentSession`): from a backend spec, through
  *   `spawnBridgeProcess` (OS pipes read by native threads, contained by the
- *   supervisor or a process group);
+ *   supervisor or a process group), or forked from a prefork server when
+ *   the spec asks for a warm start (`startBridgeProcess`, `spawn/warm/`);
  * - **attached** (`attachAgentSession`, `attach.ts`): a process-like object
  *   the application already has, its streams wired through
  *   `wireBridgeProcess`.
  */
 import type { BridgeChildLike } from "../channel";
 import { spawnBridgeProcess, type BridgeProcessOptions } from "../process";
+import { startBridgeProcess } from "../spawn/start";
+import type { WarmHooks } from "../spawn/warm/child";
+import { warmOptions } from "../spawn/warm/options";
 import type { BridgeProcessCallbacks } from "../wiring";
+import type { SessionDiagnostic } from "./types";
 
 /** Opens the backend with the session's callbacks; throws when nothing could be started. */
 export type OpenBackend = (callbacks: BridgeProcessCallbacks) => BridgeChildLike;
@@ -21,4 +26,19 @@ export type OpenBackend = (callbacks: BridgeProcessCallbacks) => BridgeChildLike
 /** A backend spawned from resolved spawn options. */
 export function spawnedBackend(spec: BridgeProcessOptions): OpenBackend {
   return (callbacks) => spawnBridgeProcess(spec, callbacks);
+}
+
+/**
+ * A backend started from resolved spawn options: cold, or warm when the
+ * spec says so (the one choice of start mode; `hooks` say what a warm
+ * start reports besides the callbacks). Throws `InvalidOptionError` for an
+ * unusable `warm` option, before anything starts.
+ */
+export function startedBackend(spec: BridgeProcessOptions, diagnostic: (diagnostic: SessionDiagnostic) => void): OpenBackend {
+  if (warmOptions(spec.warm) === undefined) return spawnedBackend(spec);
+  const hooks: WarmHooks = {
+    onFallback: (error) => diagnostic({ kind: "warm", event: "fallback", reason: error.reason, message: `${error.message} Starting it cold.` }),
+    onServerEnded: (message) => diagnostic({ kind: "warm", event: "server-exited", reason: null, message }),
+  };
+  return (callbacks) => startBridgeProcess(spec, callbacks, hooks);
 }

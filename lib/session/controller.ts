@@ -28,7 +28,7 @@ import type { BridgeProcessCallbacks } from "../wiring";
 import { FlowGate } from "../stream/flow";
 import { Approvals } from "./approvals";
 import type { OpenBackend } from "./backend";
-import { likelyCause, StderrTail, startFailureOf } from "./diagnose";
+import { likelyCause, StderrTail, startCodeOf, startFailureOf } from "./diagnose";
 import { FlightRecorder } from "./flight-recorder";
 import { CommandQueue, type SentCommand } from "./commands";
 import { decodeConfigDocument, settlementOf, unexpectedConfigEvent } from "./config";
@@ -113,8 +113,9 @@ export class SessionController<TConfig, TConfigPatch> {
       // Nothing was started (invalid options, or no file descriptors left).
       const message = error instanceof Error ? error.message : String(error);
       const spawnError = error as NodeJS.ErrnoException;
-      const cause = likelyCause({ code: "spawn-failed", command, spawnError, exitCode: null, stderrTail: [] });
-      return Promise.reject(new SessionStartError(message, "spawn-failed", { cause: error, likelyCause: cause }));
+      const code = startCodeOf(error);
+      const cause = likelyCause({ code, command, spawnError, exitCode: null, stderrTail: [] });
+      return Promise.reject(new SessionStartError(message, code, { cause: error, likelyCause: cause }));
     }
     this.channel = createBridgeChannel(this.child, {
       graceMs: this.options.shutdownGraceMs ?? 1500,
@@ -181,7 +182,7 @@ export class SessionController<TConfig, TConfigPatch> {
   }
 
   private onSpawnError(error: Error): void {
-    if (!this.readyInfo) this.failStartup(error.message, "spawn-failed", { kill: true, cause: error });
+    if (!this.readyInfo) this.failStartup(error.message, startCodeOf(error), { kill: true, cause: error });
     else this.notify.diagnostic({ kind: "send-failed", message: error.message });
   }
 

@@ -38,6 +38,16 @@ export interface StartFailure {
   stderrTail: string[];
 }
 
+/**
+ * The start failure an error of the start seam stands for: its own
+ * `startCode` (a warm start that cannot be: `warm-unavailable`), else
+ * `spawn-failed`.
+ */
+export function startCodeOf(error: unknown): SessionStartErrorCode {
+  const own = (error as { startCode?: unknown } | null)?.startCode;
+  return own === "warm-unavailable" ? own : "spawn-failed";
+}
+
 /** The likely cause of a start failure, in a sentence, when it is recognisable. */
 export function likelyCause(failure: StartFailure): string | undefined {
   const program = basename(failure.command);

@@ -9,7 +9,8 @@
 import { SessionStartError } from "../errors";
 import type { JsonObject } from "../protocol";
 import { resolveBackendSpec } from "../process";
-import { spawnedBackend } from "./backend";
+import { warmOptions } from "../spawn/warm/options";
+import { startedBackend } from "./backend";
 import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach";
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
 import { likelyCause } from "./diagnose";
@@ -26,18 +27,23 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
   let controller: SessionController<TConfig, TConfigPatch>;
   let spec;
+  let open;
   try {
     checkSessionOptions(options);
     controller = new SessionController<TConfig, TConfigPatch>(options);
     spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
+    const notify = controller.notify;
+    open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic));
   } catch (error) {
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
   }
   const { command } = spec;
-  const open = spawnedBackend(spec);
-  // A spawned start holds one of the host's start slots (start-slots.ts) until it is ready or has failed.
+  // A warm start forks in milliseconds and takes no slot; a cold one holds
+  // one of the host's start slots (start-slots.ts) until it is ready or has failed.
+  if (warmOptions(spec.warm) !== undefined) return controller.start(command, open);
+  const cold = open;
   return withStartSlot((release) => {
-    const started = controller.start(command, open);
+    const started = controller.start(command, cold);
     started.then(release, release);
     return started;
   });

@@ -2,7 +2,7 @@
  * Value types of the session layer (docs/protocol.md §9.5.3); its error classes
  * are in `lib/errors.ts`.
  */
-import type { BridgeDecodeError, BridgeReadError } from "../errors";
+import type { BridgeDecodeError, BridgeReadError, WarmUnavailableReason } from "../errors";
 import type {
   ApprovalRequestPayload,
   BridgeEvent,
@@ -123,7 +123,13 @@ export type SessionDiagnostic =
   /** A cancel was not carried out within `cancelTimeoutMs`: the session closes. */
   | { kind: "unresponsive"; message: string }
   | { kind: "command-rejected"; message: string }
-  | { kind: "handler-error"; handler: string; error: unknown };
+  | { kind: "handler-error"; handler: string; error: unknown }
+  /**
+   * A warm start (docs/prefork.md): it was not possible and the backend
+   * started cold (`fallback`, `reason` says why), or the prefork server
+   * ended while the conversation ran, which ends it too (`server-exited`).
+   */
+  | { kind: "warm"; event: "fallback" | "server-exited"; reason: WarmUnavailableReason | null; message: string };
 
 export type SessionClose =
   | { reason: "shutdown"; code: number | null; signal: string | null }

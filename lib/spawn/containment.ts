@@ -16,15 +16,30 @@
  * - **plain** (Windows): the child alone (`child.kill`).
  * - **attached** (`attachAgentSession`): a process the application
  *   started; what its own `kill` does, nothing more.
+ *
+ * A warm start (`spawn/warm/`) is supervised: its backend is forked by the
+ * prefork server, and adopted by a supervisor of its own, which is
+ * signalled by pid (the host is not its parent).
  */
 import type { ChildProcess } from "node:child_process";
 
 export type ContainmentMode = "supervised" | "grouped" | "plain" | "attached";
 
+/** How the backend's process came to be. */
+export type StartMode =
+  /** Spawned for this conversation (`spawnBridgeProcess`). */
+  | "cold"
+  /** Forked by a prefork server (a backend spec's `warm`, docs/prefork.md). */
+  | "warm"
+  /** Started by the application (`attachAgentSession`). */
+  | "attached";
+
 /** What the session reports about the backend's processes. */
 export interface BackendProcess {
   /** How the backend is contained (see `spawnBridgeProcess`'s `supervise`). */
   mode: ContainmentMode;
+  /** How it was started. */
+  start: StartMode;
   /** The backend's pid (under the supervisor: known once it has started). */
   pid: number | undefined;
   /** The backend's process group, signalled as a whole (Unix). */
@@ -33,14 +48,18 @@ export interface BackendProcess {
   supervisorPid: number | undefined;
 }
 
+/** What containment needs of the child it signals (a `ChildProcess`, or a warm start's supervisor). */
+export type ContainedChild = Pick<ChildProcess, "pid" | "exitCode" | "signalCode" | "kill">;
+
 export class Containment {
   /** The backend's pid once known (supervised: from the control socket). */
   backendPid: number | undefined;
   private readonly nodeKill: ChildProcess["kill"];
 
   constructor(
-    private readonly child: ChildProcess,
+    private readonly child: ContainedChild,
     readonly mode: ContainmentMode,
+    readonly start: StartMode = mode === "attached" ? "attached" : "cold",
   ) {
     this.nodeKill = child.kill.bind(child);
     if (mode !== "supervised") this.backendPid = child.pid;
@@ -49,6 +68,7 @@ export class Containment {
   get info(): BackendProcess {
     return {
       mode: this.mode,
+      start: this.start,
       pid: this.backendPid,
       processGroup: this.mode === "plain" ? undefined : this.backendPid,
       supervisorPid: this.mode === "supervised" ? this.child.pid : undefined,

@@ -1,16 +1,19 @@
 /**
  * The supervisor's control socket, host side: the reports it writes
- * (`started <pid>`, `failed <ERRNO> <number> <message>`; see
- * `crates/bridge-supervisor`) turned into calls, and its end of file (the
- * supervisor is gone) reported once. The host's end closing is what tells
+ * (`started <pid>`, `failed <ERRNO> <number> <message>`, and last the
+ * backend's exit; see `crates/bridge-supervisor`) turned into calls, and
+ * its end of file (the supervisor is gone) reported once. The host's end closing is what tells
  * the supervisor that the host is gone.
  */
 import { Socket } from "node:net";
 import { parseReport, type SupervisorReport } from "./supervisor";
 
 export interface ControlHandlers {
-  started(pid: number): void;
+  /** `supervisorPid`: an adopting supervisor's own (a warm start: the host is not its parent). */
+  started(pid: number, supervisorPid: number | undefined): void;
   failed(report: Extract<SupervisorReport, { kind: "failed" }>): void;
+  /** How the backend ended (a warm start's only way to know: a spawned supervisor's own exit says it too). */
+  exited?(code: number | null, signal: number | null): void;
   /** The supervisor has closed its end: no report comes any more. */
   ended(): void;
 }
@@ -33,8 +36,10 @@ export function readControl(fd: number, handlers: ControlHandlers): Socket {
     for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
       const report = parseReport(buffered.slice(0, end));
       buffered = buffered.slice(end + 1);
-      if (report?.kind === "started") handlers.started(report.pid);
+      if (report?.kind === "started") handlers.started(report.pid, report.supervisorPid);
       else if (report?.kind === "failed") handlers.failed(report);
+      else if (report?.kind === "exited") handlers.exited?.(report.code, null);
+      else if (report?.kind === "signaled") handlers.exited?.(null, report.signal);
     }
   });
   let ended = false;

@@ -72,16 +72,29 @@ export function findSupervisor(): string | null {
   return found;
 }
 
-/** What the supervisor reports on its control socket. */
+/** What the supervisor reports on its control socket (`crates/bridge-supervisor`). */
 export type SupervisorReport =
-  | { kind: "started"; pid: number }
-  | { kind: "failed"; code: string; errno: number; message: string };
+  /** The backend runs; an adopting supervisor (a warm start, docs/prefork.md) adds its own pid. */
+  | { kind: "started"; pid: number; supervisorPid?: number }
+  | { kind: "failed"; code: string; errno: number; message: string }
+  /** The last line: how the backend ended (for a host that is not the supervisor's parent). */
+  | { kind: "exited"; code: number }
+  | { kind: "signaled"; signal: number };
 
-/** Parses one line of the control socket (`started <pid>` or `failed <ERRNO> <number> <message>`). */
+/**
+ * Parses one line of the control socket: `started <pid> [<supervisor pid>]`,
+ * `failed <ERRNO> <number> <message>`, `exited <code>`, `signaled <number>`.
+ */
 export function parseReport(line: string): SupervisorReport | undefined {
-  const started = /^started (\d+)$/.exec(line);
-  if (started) return { kind: "started", pid: Number(started[1]) };
+  const started = /^started (\d+)(?: (\d+))?$/.exec(line);
+  if (started) {
+    return started[2] === undefined
+      ? { kind: "started", pid: Number(started[1]) }
+      : { kind: "started", pid: Number(started[1]), supervisorPid: Number(started[2]) };
+  }
   const failed = /^failed (\S+) (\d+) (.*)$/.exec(line);
   if (failed) return { kind: "failed", code: failed[1], errno: Number(failed[2]), message: failed[3] };
+  const ended = /^(exited|signaled) (\d+)$/.exec(line);
+  if (ended) return ended[1] === "exited" ? { kind: "exited", code: Number(ended[2]) } : { kind: "signaled", signal: Number(ended[2]) };
   return undefined;
 }

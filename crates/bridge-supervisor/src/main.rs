@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! process-bridge-supervisor [--term-grace-ms N] -- <command> [args…]
+//! process-bridge-supervisor [--term-grace-ms N] --adopt <pid>
 //! ```
 //!
 //! The backend runs as the supervisor's child, in a process group of its
@@ -16,7 +17,15 @@
 //! - the supervisor writes `started <pid>\n` once the backend runs, or
 //!   `failed <ERRNO> <errno number> <message>\n` if it could not be started
 //!   (then exits 127; without a control socket it says so on stderr);
+//! - its last line, once the backend and its descendants are gone, is how
+//!   the backend ended: `exited <code>\n` or `signaled <number>\n` (for a
+//!   host that is not the supervisor's parent and cannot see its status);
 //! - end of file on it (the host closed it, or died) means *terminate*.
+//!
+//! With `--adopt <pid>` the supervisor starts nothing: the backend is
+//! already its child (the process that exec'd the supervisor forked it:
+//! the prefork server's conversations, `docs/prefork.md`), and the first
+//! line is `started <pid> <supervisor pid>`. Everything else is the same.
 //!
 //! SIGTERM also means terminate, and SIGUSR2 means terminate *now* (no
 //! grace: what the host sends for its SIGKILL); SIGINT, SIGHUP and SIGUSR1

@@ -33,19 +33,34 @@ const HANDLED: [Signal; 6] = [
 
 struct Options {
     term_grace: Duration,
-    command: String,
-    args: Vec<String>,
+    what: Backend,
+}
+
+/// The backend to supervise: one to start, or one that is already our child.
+enum Backend {
+    Spawn { command: String, args: Vec<String> },
+    /// `--adopt <pid>`: the process that exec'd us forked it (the prefork
+    /// server's conversations, docs/prefork.md).
+    Adopt(Pid),
 }
 
 fn parse_options() -> Result<Options, lexopt::Error> {
     use lexopt::prelude::*;
     let mut term_grace = Duration::from_millis(500);
+    let mut adopt: Option<i32> = None;
     let mut parser = lexopt::Parser::from_env();
     let mut rest: Vec<String> = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
             Long("term-grace-ms") => {
                 term_grace = Duration::from_millis(parser.value()?.parse()?);
+            }
+            Long("adopt") => {
+                let pid: i32 = parser.value()?.parse()?;
+                if pid <= 0 {
+                    return Err("--adopt needs a process id".into());
+                }
+                adopt = Some(pid);
             }
             Value(value) => {
                 rest.push(value.string()?);
@@ -54,13 +69,19 @@ fn parse_options() -> Result<Options, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    let mut rest = rest.into_iter();
-    let command = rest.next().ok_or("missing the command to supervise")?;
-    Ok(Options {
-        term_grace,
-        command,
-        args: rest.collect(),
-    })
+    let what = match adopt {
+        Some(pid) if rest.is_empty() => Backend::Adopt(Pid::from_raw(pid)),
+        Some(_) => return Err("--adopt takes no command".into()),
+        None => {
+            let mut rest = rest.into_iter();
+            let command = rest.next().ok_or("missing the command to supervise")?;
+            Backend::Spawn {
+                command,
+                args: rest.collect(),
+            }
+        }
+    };
+    Ok(Options { term_grace, what })
 }
 
 pub fn main() {
@@ -69,7 +90,7 @@ pub fn main() {
         Err(error) => {
             eprintln!("process-bridge-supervisor: {error}");
             eprintln!(
-                "usage: process-bridge-supervisor [--term-grace-ms N] -- <command> [args...]"
+                "usage: process-bridge-supervisor [--term-grace-ms N] -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>"
             );
             std::process::exit(2);
         }
@@ -95,29 +116,19 @@ pub fn main() {
         flags.push((sig, flag));
     }
 
-    // Caught signals are reset to their defaults on exec, and std resets
-    // SIGPIPE: the backend starts with default dispositions.
-    let backend = match Command::new(&options.command)
-        .args(&options.args)
-        .process_group(0)
-        .spawn()
-    {
-        Ok(child) => Pid::from_raw(child.id() as i32),
-        Err(error) => {
-            let number = error.raw_os_error().unwrap_or(nix::libc::EIO);
-            let name = format!("{:?}", Errno::from_raw(number));
-            if control.is_some() {
-                report(&mut control, &format!("failed {name} {number} {error}\n"));
-            } else {
-                eprintln!(
-                    "process-bridge-supervisor: cannot start {}: {error}",
-                    options.command
-                );
-            }
-            std::process::exit(CANNOT_START);
+    let (backend, backend_status) = match options.what {
+        Backend::Spawn { command, args } => {
+            let backend = spawn(&command, &args, &mut control);
+            report(&mut control, &format!("started {backend}\n"));
+            (backend, None)
+        }
+        Backend::Adopt(backend) => {
+            let status = adopt(backend, &mut control);
+            // The host is not our parent: it learns our pid here.
+            report(&mut control, &format!("started {backend} {}\n", getpid()));
+            (backend, status)
         }
     };
-    report(&mut control, &format!("started {backend}\n"));
     // Only the backend holds the host's pipes from now on, so that their end
     // of file is the backend's (and its descendants'): a backend closing its
     // stdout while it runs is seen as such.
@@ -129,12 +140,56 @@ pub fn main() {
 
     let mut supervisor = Supervisor {
         backend,
-        backend_status: None,
+        backend_status,
         terminating: None,
         term_grace: options.term_grace,
         received: flags,
     };
     supervisor.run(&mut signals, &mut control);
+}
+
+/// Starts the backend in a process group of its own, or exits (127) saying why.
+fn spawn(command: &str, args: &[String], control: &mut Option<File>) -> Pid {
+    // Caught signals are reset to their defaults on exec, and std resets
+    // SIGPIPE: the backend starts with default dispositions.
+    match Command::new(command).args(args).process_group(0).spawn() {
+        Ok(child) => Pid::from_raw(child.id() as i32),
+        Err(error) => {
+            let number = error.raw_os_error().unwrap_or(nix::libc::EIO);
+            let told = format!("cannot start {command}: {error}");
+            cannot_start(control, number, &error.to_string(), &told)
+        }
+    }
+}
+
+/// Checks that `backend` is our child, or exits (127) saying why. It may
+/// have exited already (before our SIGCHLD handler was there): its status,
+/// reaped here, is returned.
+fn adopt(backend: Pid, control: &mut Option<File>) -> Option<WaitStatus> {
+    loop {
+        match waitpid(backend, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => return None,
+            Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => return Some(status),
+            Ok(_) => return None,
+            Err(Errno::EINTR) => continue,
+            Err(errno) => {
+                let message = format!("cannot adopt {backend}: {}", errno.desc());
+                cannot_start(control, errno as i32, &message, &message)
+            }
+        }
+    }
+}
+
+/// `failed <ERRNO> <number> <message>` on the control socket (or `told` on
+/// stderr without one), then exit 127.
+fn cannot_start(control: &mut Option<File>, number: i32, message: &str, told: &str) -> ! {
+    let name = format!("{:?}", Errno::from_raw(number));
+    if control.is_some() {
+        report(control, &format!("failed {name} {number} {message}\n"));
+    } else {
+        eprintln!("process-bridge-supervisor: {told}");
+    }
+    std::process::exit(CANNOT_START);
 }
 
 /// The control socket from the host, if fd 3 is open; not inherited by the backend.
@@ -174,20 +229,27 @@ struct Supervisor {
 
 impl Supervisor {
     fn run(&mut self, signals: &mut UnixStream, control: &mut Option<File>) -> ! {
+        // An adopted backend may have exited before we were there.
+        if self.backend_status.is_some() {
+            self.terminate();
+        }
+        // Until its end of file; kept after it, for the exit line (a host
+        // that only shut down its writing side still reads it).
+        let mut listening = control.is_some();
         loop {
             let timeout = match self.terminating {
                 None => PollTimeout::NONE,
                 Some(since) => {
                     let left = self.term_grace.saturating_sub(since.elapsed());
                     if left.is_zero() {
-                        self.kill_everything();
+                        self.kill_everything(control);
                     }
                     PollTimeout::try_from(left.as_millis().max(1)).unwrap_or(PollTimeout::MAX)
                 }
             };
             let (signal_ready, control_ready) = {
                 let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
-                if let Some(socket) = control.as_ref() {
+                if let Some(socket) = control.as_ref().filter(|_| listening) {
                     fds.push(PollFd::new(socket.as_fd(), PollFlags::POLLIN));
                 }
                 match poll(&mut fds, timeout) {
@@ -218,7 +280,7 @@ impl Supervisor {
                 for sig in received {
                     match sig {
                         Signal::SIGTERM => self.terminate(),
-                        Signal::SIGUSR2 => self.kill_everything(),
+                        Signal::SIGUSR2 => self.kill_everything(control),
                         Signal::SIGCHLD => {}
                         passed_on => {
                             let _ = killpg(self.backend, passed_on);
@@ -228,7 +290,7 @@ impl Supervisor {
                 self.reap();
             }
             if control_ready && control_closed(control) {
-                *control = None;
+                listening = false;
                 self.terminate();
             }
             if self.backend_status.is_some() {
@@ -236,7 +298,7 @@ impl Supervisor {
                 self.terminate();
             }
             if self.terminating.is_some() && self.reap() {
-                self.exit();
+                self.exit(control);
             }
         }
     }
@@ -268,7 +330,7 @@ impl Supervisor {
     }
 
     /// The grace period is over: SIGKILL every descendant until none is left.
-    fn kill_everything(&mut self) -> ! {
+    fn kill_everything(&mut self, control: &mut Option<File>) -> ! {
         loop {
             self.signal_descendants(Signal::SIGKILL);
             match waitpid(Pid::from_raw(-1), None) {
@@ -278,7 +340,7 @@ impl Supervisor {
                     }
                 }
                 Err(Errno::EINTR) => {}
-                Err(_) => self.exit(),
+                Err(_) => self.exit(control),
             }
         }
     }
@@ -290,8 +352,17 @@ impl Supervisor {
         }
     }
 
-    /// Exits the way the backend did.
-    fn exit(&self) -> ! {
+    /// Tells the host how the backend ended (`exited <code>` or `signaled
+    /// <number>`: a host that is not our parent cannot see our status), and
+    /// exits the way the backend did.
+    fn exit(&self, control: &mut Option<File>) -> ! {
+        match self.backend_status {
+            Some(WaitStatus::Exited(_, code)) => report(control, &format!("exited {code}\n")),
+            Some(WaitStatus::Signaled(_, which, _)) => {
+                report(control, &format!("signaled {}\n", which as i32));
+            }
+            _ => {}
+        }
         match self.backend_status {
             Some(WaitStatus::Exited(_, code)) => std::process::exit(code),
             Some(WaitStatus::Signaled(_, which, _)) => {

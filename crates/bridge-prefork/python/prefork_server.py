@@ -1,0 +1,540 @@
+"""The prefork server of process-bridge-native (docs/prefork.md).
+
+Started by the host as ``<interpreter invocation> -c <this source> <protocol>
+<module:factory> <supervisor>``, under the native supervisor, with stdin the
+*request channel* (an AF_UNIX stream socket) and stdout/stderr the server's
+log. It imports ``agentlane_process_bridge`` and the app's module once,
+checks that forking is safe, answers ``ready`` (or a refusal with a stable
+code), and then forks one backend per request:
+
+    server --fork--> C --fork--> B (the backend: the app's factory, through
+                     |           agentlane_process_bridge's own ``main``)
+                     `--exec--> process-bridge-supervisor --adopt <B>
+
+so that every conversation is contained exactly as a cold one is: B in a
+process group of its own under a supervisor of its own, whose fd 3 is the
+conversation's control socket. The server keeps none of a conversation's
+descriptors after the fork, and only reaps its C children.
+
+Standard library only; Python 3.9+ (``socket.recv_fds``).
+"""
+
+import os
+import sys
+
+import signal
+
+_PROTOCOL = 1
+# A fork request is exactly this many bytes (docs/prefork.md): a JSON object
+# padded with spaces, then a newline. Reading exactly one request per
+# message keeps its descriptors with it on every Unix.
+_REQUEST_BYTES = 128
+# stdin, stdout, stderr, control.
+_REQUEST_FDS = 4
+# The supervisor's control descriptor (crates/bridge-supervisor).
+_CONTROL_FD = 3
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class Refusal(Exception):
+    """The server cannot serve this app: a stable code and a message."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _send_line(channel, obj):
+    import json
+
+    channel.sendall((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8"))
+
+
+def _log(message):
+    try:
+        sys.stderr.write(f"prefork-server: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+# ---- start: what `python -m agentlane_process_bridge --app X` would see ----
+
+
+def _as_if_run_with_m(app):
+    """Gives the app the interpreter state ``-m agentlane_process_bridge`` gives.
+
+    ``-c`` puts ``''`` first on ``sys.path`` where ``-m`` puts the absolute
+    cwd, has ``sys.argv[0] == '-c'`` and a bare ``__main__``. ``-m`` runs
+    the bridge's ``__main__.py`` as ``__main__``: its file, spec and names,
+    and ``sys.argv`` ``[<that file>, '--app', X]``.
+    """
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = os.getcwd()
+    import importlib.util
+    import types
+
+    try:
+        import agentlane_process_bridge  # noqa: F401
+    except BaseException as exc:  # noqa: BLE001 - the app's environment is reported, whatever it raised
+        raise Refusal("import-failed", f"cannot import agentlane_process_bridge: {exc!r}") from exc
+    spec = importlib.util.find_spec("agentlane_process_bridge.__main__")
+    if spec is None or spec.loader is None:
+        raise Refusal("import-failed", "agentlane_process_bridge has no __main__ module")
+    module = types.ModuleType("__main__")
+    module.__spec__ = spec
+    module.__file__ = spec.origin
+    module.__loader__ = spec.loader
+    module.__package__ = "agentlane_process_bridge"
+    module.__builtins__ = __builtins__
+    # Any name but "__main__" while its code runs: its last line would run
+    # the bridge here (`if __name__ == "__main__": raise SystemExit(main())`).
+    module.__name__ = "__prefork_main__"
+    exec(spec.loader.get_code(spec.name), module.__dict__)  # noqa: S102 - the bridge's own code
+    module.__name__ = "__main__"
+    sys.modules["__main__"] = module
+    sys.argv = [spec.origin, "--app", app]
+    # What was before `-c` (interpreter options) stays.
+    try:
+        at = sys.orig_argv.index("-c")
+        sys.orig_argv[at:] = ["-m", "agentlane_process_bridge", "--app", app]
+    except (AttributeError, ValueError):
+        pass
+    return module
+
+
+def _load_app(main_module, app):
+    """Imports the app's module once; the factory itself runs per conversation."""
+    try:
+        module_name, attribute = main_module.parse_app_reference(app)
+    except ValueError as exc:
+        raise Refusal("bad-app", f"agentlane_process_bridge: {exc}") from exc
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except BaseException as exc:  # noqa: BLE001 - whatever the app's import raised
+        import traceback
+
+        traceback.print_exc()
+        raise Refusal("import-failed", f"agentlane_process_bridge: {exc}") from exc
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        raise Refusal("bad-app", f"agentlane_process_bridge: module '{module_name}' has no attribute '{attribute}'")
+    if not callable(factory):
+        raise Refusal("bad-app", f"agentlane_process_bridge: Backend reference is not callable: {app}")
+
+
+def _prepare_forks(app):
+    """What every fork would otherwise do first, done once here.
+
+    Library code only (the app's factory never runs here): the modules a
+    conversation's process needs before the backend runs (``ctypes`` for
+    ``prctl``, ``fcntl``), and the bridge's own first steps warmed, so that
+    each backend inherits them (``argparse`` compiles its patterns on the
+    first parse; ``asyncio.run`` builds its first loop). Measured: about
+    10 ms of a backend's start (ctypes alone 5-15 ms under load).
+    """
+    global _prctl
+    import argparse
+    import asyncio
+    import fcntl  # noqa: F401 - for _place, in every conversation
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = None
+    parser = argparse.ArgumentParser(prog="python -m agentlane_process_bridge")
+    parser.add_argument("--app", required=True)
+    parser.parse_args(["--app", app])
+
+    async def nothing():
+        await asyncio.sleep(0)
+
+    asyncio.run(nothing())
+
+
+# `prctl` from libc, on Linux (`_prepare_forks`).
+_prctl = None
+
+
+def _check_fork_safety():
+    """One thread and no running event loop, or a refusal saying which."""
+    import threading
+
+    names = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if names:
+        raise Refusal("threads", f"the app started {len(names)} thread(s) at import ({', '.join(names)}): forking it is not safe")
+    if sys.platform.startswith("linux"):
+        try:
+            native = len(os.listdir("/proc/self/task"))
+        except OSError:
+            native = 1
+        if native > 1:
+            raise Refusal("threads", f"the process has {native} threads after the import (started outside Python's threading): forking it is not safe")
+    import asyncio
+
+    if asyncio.events._get_running_loop() is not None:
+        raise Refusal("event-loop", "an asyncio event loop is running after the import: forking it is not safe")
+
+
+# ---- one conversation -------------------------------------------------------
+
+
+def _report_failed(fd, error):
+    """The supervisor's own `failed <ERRNO> <number> <message>` line."""
+    import errno
+
+    number = error.errno or errno.EIO
+    name = errno.errorcode.get(number, "EIO")
+    try:
+        os.write(fd, f"failed {name} {number} {error.strerror or error}\n".encode())
+    except OSError:
+        pass
+
+
+def _place(targets):
+    """dup2s {target fd: source fd} safely, whatever the numbers overlap."""
+    import fcntl
+
+    moved = {target: fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 64) for target, source in targets.items()}
+    for target, source in moved.items():
+        os.dup2(source, target, inheritable=True)
+    for source in moved.values():
+        os.close(source)
+
+
+def _close_from(first):
+    try:
+        last = os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        last = 65536
+    os.closerange(first, last)
+
+
+class Server:
+    def __init__(self, channel, app, supervisor, main_module, wake):
+        self.channel = channel
+        self.app = app
+        self.supervisor = supervisor
+        self.main_module = main_module
+        self.wake = wake
+        self.children = 0
+
+    # The server loop: requests until end of file, then the children.
+    def serve(self):
+        import select
+
+        poller = select.poll()
+        poller.register(self.channel.fileno(), select.POLLIN)
+        poller.register(self.wake[0], select.POLLIN)
+        pending = b""
+        fds = []
+        while True:
+            try:
+                events = poller.poll()
+            except InterruptedError:
+                continue
+            for fd, _ in events:
+                if fd == self.wake[0]:
+                    try:
+                        os.read(self.wake[0], 512)
+                    except BlockingIOError:
+                        pass
+                    self._reap()
+                    continue
+                try:
+                    data, received, _, _ = _recv_fds(self.channel, _REQUEST_BYTES - len(pending))
+                except InterruptedError:
+                    continue
+                except OSError as exc:
+                    _log(f"request channel failed: {exc}")
+                    data = b""
+                fds.extend(received)
+                if not data:
+                    for leftover in fds:
+                        os.close(leftover)
+                    return self._drain()
+                pending += data
+                if len(pending) < _REQUEST_BYTES:
+                    continue
+                request, pending = pending, b""
+                taken, fds = fds, []
+                self._serve_request(request, taken)
+
+    def _serve_request(self, request, fds):
+        import json
+
+        try:
+            message = json.loads(request.decode("ascii"))
+            grace_ms = int(message["term_grace_ms"])
+            if message.get("type") != "fork" or len(fds) != _REQUEST_FDS or grace_ms < 0:
+                raise ValueError(f"expected a fork request with {_REQUEST_FDS} descriptors")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            _log(f"bad request ({exc}); {len(fds)} descriptor(s) closed")
+            for fd in fds:
+                os.close(fd)
+            return
+        try:
+            self._fork(fds, grace_ms)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _fork(self, fds, grace_ms):
+        # A backend must not inherit output the server has buffered.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _report_failed(fds[3], exc)
+            return
+        if pid == 0:
+            try:
+                self._conversation(fds, grace_ms)
+            finally:
+                os._exit(127)
+        self.children += 1
+
+    def _conversation(self, fds, grace_ms):
+        """C: forks the backend, then becomes its supervisor."""
+        stdin, stdout, stderr, control = fds
+        # What the server changed in its signal handling is undone (the
+        # backend inherits it); what the app's import installed stays, as a
+        # cold backend has it too.
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.channel.close()
+        os.close(self.wake[0])
+        os.close(self.wake[1])
+        if _prctl is not None:
+            # Before the backend exists, so that nothing it starts can be
+            # orphaned past us; kept across the exec.
+            _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        try:
+            backend = os.fork()
+        except OSError as exc:
+            _report_failed(control, exc)
+            os._exit(127)
+        if backend == 0:
+            try:
+                _run_backend(self.main_module, self.app, stdin, stdout, stderr, control)
+            finally:
+                os._exit(1)
+        try:
+            os.setpgid(backend, backend)
+        except OSError:
+            pass  # the backend did it first
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            _place({0: null, 1: null, 2: null, _CONTROL_FD: control})
+            _close_from(_CONTROL_FD + 1)
+            os.execv(self.supervisor, [self.supervisor, "--adopt", str(backend), "--term-grace-ms", str(grace_ms)])
+        except OSError as exc:
+            _report_failed(_CONTROL_FD, exc)
+            try:
+                os.killpg(backend, signal.SIGKILL)
+            except OSError:
+                pass
+            os._exit(127)
+
+    def _reap(self):
+        while self.children:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children = 0
+                return
+            except InterruptedError:
+                continue
+            if pid == 0:
+                return
+            self.children -= 1
+
+    def _drain(self):
+        """End of file on the channel: no more requests; exit once every conversation has ended."""
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return 0
+            except InterruptedError:
+                continue
+
+
+def _recv_fds(channel, size):
+    import socket
+
+    flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+    data, fds, _, address = socket.recv_fds(channel, size, _REQUEST_FDS, flags)
+    for fd in fds:
+        os.set_inheritable(fd, False)
+    return data, fds, _, address
+
+
+# ---- B: the backend ---------------------------------------------------------
+
+
+def _fresh_stdio():
+    """sys.stdin/stdout/stderr as a fresh interpreter makes them on these fds.
+
+    The server's objects were made for the server's descriptors (and the
+    buffers are the server's); the settings (encoding, errors, -u) are the
+    same interpreter's, so they are taken from them.
+    """
+    import io
+
+    def make(fd, old, name, write):
+        write_through = getattr(old, "write_through", False)
+        buffering = 0 if write and write_through else -1
+        buffer = io.open(fd, "wb" if write else "rb", buffering, closefd=False)
+        raw = buffer if buffering == 0 else buffer.raw
+        raw.name = name
+        line_buffering = not write_through and (raw.isatty() or fd == 2)
+        stream = io.TextIOWrapper(
+            buffer,
+            encoding=old.encoding,
+            errors=old.errors,
+            newline="\n",
+            line_buffering=line_buffering,
+            write_through=write_through,
+        )
+        stream.mode = "w" if write else "r"
+        return stream
+
+    sys.stdin = sys.__stdin__ = make(0, sys.__stdin__, "<stdin>", False)
+    sys.stdout = sys.__stdout__ = make(1, sys.__stdout__, "<stdout>", True)
+    sys.stderr = sys.__stderr__ = make(2, sys.__stderr__, "<stderr>", True)
+
+
+def _run_backend(main_module, app, stdin, stdout, stderr, control):
+    """B: a process group of its own, the conversation's stdio, then the bridge's `main`. Never returns."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    _place({0: stdin, 1: stdout, 2: stderr})
+    # Only the server's descriptors go: what the app's import opened stays
+    # open, as in a cold backend (its C parent closed the channel).
+    for fd in (stdin, stdout, stderr, control):
+        os.close(fd)
+    import gc
+
+    gc.enable()
+    _fresh_stdio()
+    code = 0
+    interrupted = False
+    try:
+        code = main_module.main(["--app", app])
+    except SystemExit as exc:
+        code = exc.code
+    except KeyboardInterrupt:
+        interrupted = True
+    except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    os._exit(_finalize(code, interrupted))
+
+
+def _finalize(code, interrupted):
+    """What the interpreter does on its way out: threads, atexit, stdio; the exit status."""
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        try:
+            print(code, file=sys.stderr)
+        except (OSError, ValueError):
+            pass
+        code = 1
+    try:
+        import threading
+
+        threading._shutdown()
+    except BaseException:  # noqa: BLE001 - as the interpreter ignores it
+        pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        code = 120
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    if interrupted:
+        # As the interpreter ends on an uncaught KeyboardInterrupt: by SIGINT.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return code & 0xFF
+
+
+# ---- main -------------------------------------------------------------------
+
+
+def _main(argv):
+    import socket
+
+    if len(argv) != 4 or argv[1] != str(_PROTOCOL):
+        _log(f"usage: -c <source> {_PROTOCOL} <module:factory> <supervisor> (got {argv[1:]!r})")
+        return 2
+    _, _, app, supervisor = argv
+    # The channel leaves fd 0, which a backend gets as its stdin.
+    channel = socket.socket(fileno=os.dup(0))
+    channel.setblocking(True)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    import gc
+
+    # Fewer holes and no collector touching what the backends share: the
+    # import's objects are frozen before the first fork (gc docs).
+    gc.disable()
+    try:
+        main_module = _as_if_run_with_m(app)
+        _load_app(main_module, app)
+        _prepare_forks(app)
+        gc.freeze()
+        _check_fork_safety()
+    except Refusal as refusal:
+        _send_line(channel, {"type": "refused", "code": refusal.code, "message": refusal.message})
+        return 3
+    # SIGCHLD wakes the loop, which reaps the conversations' supervisors.
+    wake = os.pipe()
+    for fd in wake:
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake[1])
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    import platform
+
+    try:
+        from importlib.metadata import version
+
+        agentlane = version("agentlane")
+    except Exception:  # noqa: BLE001 - only informative
+        agentlane = None
+    _send_line(
+        channel,
+        {
+            "type": "ready",
+            "protocol": _PROTOCOL,
+            "pid": os.getpid(),
+            "python": platform.python_version(),
+            "agentlane": agentlane,
+        },
+    )
+    return Server(channel, app, supervisor, main_module, wake).serve()
+
+
+sys.exit(_main(sys.argv))

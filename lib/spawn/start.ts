@@ -1,0 +1,25 @@
+/**
+ * Starting a backend from spawn options: cold (`spawnBridgeProcess`) or,
+ * when the options ask for it, warm (`warm/`). The one choice of start mode,
+ * shared by the session and by hosts of the process layer.
+ */
+import type { ChildProcess } from "node:child_process";
+import { spawnBridgeProcess, type BridgeProcessOptions } from "../process";
+import type { BridgeProcessCallbacks } from "../wiring";
+import { startWarm, type WarmChild, type WarmHooks } from "./warm/index";
+import { warmOptions } from "./warm/options";
+
+/** A started backend: a spawned `ChildProcess`, or a warm one that behaves as such. */
+export type BridgeChild = ChildProcess | WarmChild;
+
+/**
+ * Starts the backend as `spawnBridgeProcess` does (same callbacks, same
+ * timing of `onExit`), warm when `options.warm` says so (docs/prefork.md).
+ * Throws what `spawnBridgeProcess` throws, and, with `warm: { fallback:
+ * "error" }`, the `WarmStartError` of a warm start that cannot be.
+ */
+export function startBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks, hooks: WarmHooks = {}): BridgeChild {
+  const warm = warmOptions(options.warm);
+  if (warm === undefined) return spawnBridgeProcess(options, callbacks);
+  return startWarm(options, warm, callbacks, hooks);
+}

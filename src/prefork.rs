@@ -1,0 +1,206 @@
+//! The binding of `bridge-prefork` (the prefork server's host side): a
+//! server started from JavaScript, its events delivered on the JavaScript
+//! thread, and fork requests with the descriptors the native readers made.
+//! The policy (servers by key, idle time, fallback) is `lib/spawn/warm.ts`.
+
+use std::collections::HashMap;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bridge_prefork::{ForkRequest, ServerEvent, ServerSpec};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+/// What a server says, once each: `ready` or `failed`, `gone` (it closed
+/// its channel: it has exited, and its conversations are ending), `exited`
+/// (its supervisor too, once everything it forked has ended).
+#[napi(object)]
+pub struct PreforkEvent {
+    /// `"ready"`, `"failed"`, `"gone"` or `"exited"`.
+    pub kind: String,
+    /// ready: the Python server's pid.
+    pub pid: Option<u32>,
+    pub python: Option<String>,
+    pub agentlane: Option<String>,
+    /// failed: a stable code (the server's refusal code, or
+    /// `spawn-failed`, `exited-before-ready`, `bad-handshake`).
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// exited: the server's exit code or signal number.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// failed, exited: the last lines of the server's log.
+    pub log_tail: Vec<String>,
+}
+
+impl PreforkEvent {
+    fn of(event: &ServerEvent) -> PreforkEvent {
+        let mut out = PreforkEvent {
+            kind: String::new(),
+            pid: None,
+            python: None,
+            agentlane: None,
+            code: None,
+            message: None,
+            exit_code: None,
+            signal: None,
+            log_tail: Vec::new(),
+        };
+        match event {
+            ServerEvent::Ready(ready) => {
+                out.kind = "ready".into();
+                out.pid = Some(ready.pid);
+                out.python = Some(ready.python.clone());
+                out.agentlane = ready.agentlane.clone();
+            }
+            ServerEvent::Failed(error) => {
+                out.kind = "failed".into();
+                out.code = Some(error.code().to_owned());
+                out.message = Some(error.message.clone());
+                out.log_tail = error.log_tail.clone();
+            }
+            ServerEvent::Gone => out.kind = "gone".into(),
+            ServerEvent::Exited(exit) => {
+                out.kind = "exited".into();
+                out.exit_code = exit.code;
+                out.signal = exit.signal;
+                out.log_tail = exit.log_tail.clone();
+            }
+        }
+        out
+    }
+}
+
+/// Weak: a server never keeps the event loop alive by itself (its start
+/// is kept alive by `lib/spawn/warm.ts` while someone waits for it).
+type EventCallback = ThreadsafeFunction<PreforkEvent, (), FnArgs<(PreforkEvent,)>, Status, false, true>;
+
+/// Kills the server when the JavaScript environment that started it ends
+/// (a terminated worker): its conversations go with it.
+struct Owned(bridge_prefork::PreforkServer);
+
+impl crate::teardown::Stop for Owned {
+    fn stop(&self) {
+        self.0.kill();
+    }
+}
+
+/// One prefork server (docs/prefork.md).
+#[napi]
+pub struct PreforkServer {
+    owned: Arc<Owned>,
+    /// Registered for the environment's teardown (a weak reference there).
+    _teardown: Arc<dyn crate::teardown::Stop>,
+}
+
+#[napi]
+impl PreforkServer {
+    /// Starts the server: `program` and `args` are the interpreter
+    /// invocation (what precedes `-m agentlane_process_bridge`), `app` the
+    /// `module:factory`, `cwd` and `env` the server's (every backend's),
+    /// `supervisor` the path of `process-bridge-supervisor`. `onEvent` is
+    /// called on this thread.
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "program: string, args: string[], app: string, cwd: string | null, env: Record<string, string> | null, supervisor: string, termGraceMs: number, onEvent: (event: PreforkEvent) => void"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        env: Env,
+        program: String,
+        args: Vec<String>,
+        app: String,
+        cwd: Option<String>,
+        vars: Option<HashMap<String, String>>,
+        supervisor: String,
+        term_grace_ms: u32,
+        on_event: Function<FnArgs<(PreforkEvent,)>, ()>,
+    ) -> Result<Self> {
+        let callback: EventCallback = on_event
+            .build_threadsafe_function::<PreforkEvent>()
+            .weak::<true>()
+            .build_callback(|context| Ok(FnArgs::from((context.value,))))?;
+        let spec = ServerSpec {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            app,
+            cwd: cwd.map(Into::into),
+            env: vars.map(|vars| vars.into_iter().map(|(k, v)| (k.into(), v.into())).collect()),
+            supervisor: supervisor.into(),
+        };
+        let observer: bridge_prefork::Observer = Box::new(move |event| {
+            callback.call(PreforkEvent::of(event), ThreadsafeFunctionCallMode::NonBlocking);
+        });
+        let server = bridge_prefork::PreforkServer::start(&spec, Duration::from_millis(u64::from(term_grace_ms)), Some(observer))?;
+        let owned = Arc::new(Owned(server));
+        let stoppable: Arc<dyn crate::teardown::Stop> = owned.clone();
+        crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
+        Ok(PreforkServer {
+            owned,
+            _teardown: stoppable,
+        })
+    }
+
+    /// Forks a conversation whose backend gets these descriptors as its
+    /// stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
+    /// child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
+    /// closes them after this returns, as after a spawn).
+    #[napi(catch_unwind)]
+    pub fn fork(&self, stdin_fd: i32, stdout_fd: i32, stderr_fd: i32, control_fd: i32, term_grace_ms: u32) -> Result<()> {
+        if [stdin_fd, stdout_fd, stderr_fd, control_fd].iter().any(|&fd| fd < 0) {
+            return Err(Error::from_reason("fork needs four open file descriptors"));
+        }
+        // SAFETY: the caller passes descriptors it holds open until after
+        // this returns (it closes them then, as after a spawn); they are only
+        // borrowed for the send.
+        let fds = unsafe {
+            [stdin_fd, stdout_fd, stderr_fd, control_fd].map(|fd| BorrowedFd::borrow_raw(fd))
+        };
+        let request = ForkRequest {
+            stdin: fds[0],
+            stdout: fds[1],
+            stderr: fds[2],
+            control: fds[3],
+            term_grace: Duration::from_millis(u64::from(term_grace_ms)),
+        };
+        self.owned
+            .0
+            .fork(&request)
+            .map_err(|error| Error::from_reason(error.to_string()))
+    }
+
+    /// Accepts no more forks; the server exits once its conversations ended.
+    #[napi(catch_unwind)]
+    pub fn shutdown(&self) {
+        self.owned.0.shutdown();
+    }
+
+    /// Ends the server and all its conversations now; `false` if it was gone.
+    #[napi(catch_unwind)]
+    pub fn kill(&self) -> bool {
+        self.owned.0.kill()
+    }
+
+    /// The pid of the server's supervisor.
+    #[napi(getter)]
+    pub fn supervisor_pid(&self) -> u32 {
+        self.owned.0.supervisor_pid()
+    }
+}
+
+/// The interpreter invocation and the app of a cold backend's arguments,
+/// when a prefork server can stand in for it (`[…invocation, "-m",
+/// "agentlane_process_bridge", "--app", app]`), else `null`.
+#[napi(object)]
+pub struct WarmInvocation {
+    pub prefix: Vec<String>,
+    pub app: String,
+}
+
+#[napi(catch_unwind)]
+pub fn warm_invocation(args: Vec<String>) -> Option<WarmInvocation> {
+    bridge_prefork::warm_invocation(&args).map(|(prefix, app)| WarmInvocation { prefix, app })
+}
