@@ -23,6 +23,8 @@ mod pipe;
 pub use pipe::socket_pair;
 #[cfg(unix)]
 mod prefork;
+#[cfg(unix)]
+pub use prefork::warm_invocation;
 mod stream;
 mod strings;
 mod teardown;
