@@ -148,27 +148,81 @@ export interface Received {
 /** Script options that make the fake die only by SIGKILL (no exit on stdin EOF, SIGTERM ignored). */
 export const STUBBORN: FakeScript = { eof: [], sigterm: "ignore" };
 
-export class Fake implements BackendFake {
+/**
+ * What both transports' fakes share: the commands they received, read in
+ * order by the test (`next`, `expect`, `unread`), and the step shorthands.
+ */
+abstract class FakeCommands {
+  /** Every command received so far, in order. */
+  readonly received: Received[] = [];
+  private readonly waiters: ((r: Received) => void)[] = [];
+  private readCursor = 0;
+
+  /** Runs steps in the fake, in order. */
+  abstract steps(...steps: Step[]): void;
+
+  /** Records a command the fake received, for the test's `next`. */
+  protected receive(received: Received): void {
+    this.received.push(received);
+    const waiter = this.waiters.shift();
+    if (waiter) {
+      this.readCursor++;
+      waiter(received);
+    }
+  }
+
+  /** Writes lines (events as objects, or raw strings) to the fake's stdout. */
+  emit(...lines: Line[]): void {
+    this.steps({ emit: lines });
+  }
+
+  stderr(...lines: string[]): void {
+    this.steps({ stderr: lines });
+  }
+
+  exit(code: number): void {
+    this.steps({ exit: code });
+  }
+
+  /** The next command the fake received that the test has not read yet. */
+  next(what = "the next command"): Promise<Received> {
+    if (this.readCursor < this.received.length) return Promise.resolve(this.received[this.readCursor++]);
+    return within(new Promise<Received>((r) => this.waiters.push(r)), what);
+  }
+
+  /** The next command, which must be of `type`; returns the parsed command. */
+  async expect(type: string): Promise<Record<string, unknown>> {
+    const received = await this.next(`a ${type} command`);
+    if (received.command?.type !== type) {
+      throw new Error(`expected a ${type} command, the fake received ${received.line}`);
+    }
+    return received.command;
+  }
+
+  /** Commands received but not read by `next`/`expect` yet. */
+  unread(): Received[] {
+    return this.received.slice(this.readCursor);
+  }
+}
+
+export class Fake extends FakeCommands implements BackendFake {
   readonly spec: BridgeProcessOptions;
   pid: number | undefined;
   /** Resolves when the control connection is up (the fake has started). */
   readonly connected: Promise<void>;
   /** Resolves when the control connection has closed (the fake has exited or was killed). */
   readonly gone: Promise<void>;
-  /** Every command received so far, in order. */
-  readonly received: Received[] = [];
   eof = false;
 
   private socket: Socket | undefined;
   private readonly outbox: string[] = [];
-  private readonly waiters: ((r: Received) => void)[] = [];
-  private readCursor = 0;
   private syncCounter = 0;
   private readonly syncWaiters = new Map<number, () => void>();
   private resolveConnected!: () => void;
   private resolveGone!: () => void;
 
   private constructor(private readonly server: Server, port: number, script: FakeScript) {
+    super();
     this.spec = { command: process.execPath, args: [FAKE_BACKEND, JSON.stringify({ ...script, control: port })] };
     this.connected = new Promise((r) => (this.resolveConnected = r));
     this.gone = new Promise((r) => (this.resolveGone = r));
@@ -214,13 +268,7 @@ export class Fake implements BackendFake {
       this.pid = (message.hello as { pid: number }).pid;
       this.resolveConnected();
     } else if ("command" in message) {
-      const received = message as unknown as Received;
-      this.received.push(received);
-      const waiter = this.waiters.shift();
-      if (waiter) {
-        this.readCursor++;
-        waiter(received);
-      }
+      this.receive(message as unknown as Received);
     } else if (message.eof) {
       this.eof = true;
     } else if (typeof message.synced === "number") {
@@ -246,39 +294,6 @@ export class Fake implements BackendFake {
     const done = new Promise<void>((r) => this.syncWaiters.set(n, r));
     this.send({ steps, sync: n });
     return within(done, `the fake to run steps ${JSON.stringify(steps)}`);
-  }
-
-  /** Writes lines (events as objects, or raw strings) to the fake's stdout. */
-  emit(...lines: Line[]): void {
-    this.steps({ emit: lines });
-  }
-
-  stderr(...lines: string[]): void {
-    this.steps({ stderr: lines });
-  }
-
-  exit(code: number): void {
-    this.steps({ exit: code });
-  }
-
-  /** The next command the fake received that the test has not read yet. */
-  next(what = "the next command"): Promise<Received> {
-    if (this.readCursor < this.received.length) return Promise.resolve(this.received[this.readCursor++]);
-    return within(new Promise<Received>((r) => this.waiters.push(r)), what);
-  }
-
-  /** The next command, which must be of `type`; returns the parsed command. */
-  async expect(type: string): Promise<Record<string, unknown>> {
-    const received = await this.next(`a ${type} command`);
-    if (received.command?.type !== type) {
-      throw new Error(`expected a ${type} command, the fake received ${received.line}`);
-    }
-    return received.command;
-  }
-
-  /** Commands received but not read by `next`/`expect` yet. */
-  unread(): Received[] {
-    return this.received.slice(this.readCursor);
   }
 
   dispose(): void {
@@ -313,20 +328,18 @@ export interface BackendFake {
  * fixtures/fake-backend.js does (start, on, eof, sigterm) and is driven by
  * the same calls, so every scenario runs through both.
  */
-export class MemoryFake implements BackendFake {
+export class MemoryFake extends FakeCommands implements BackendFake {
   readonly spec: BridgeProcessOptions = { command: "in-memory-fake" };
   pid: number | undefined = undefined;
   readonly connected = Promise.resolve();
   readonly gone: Promise<void>;
-  readonly received: Received[] = [];
   eof = false;
   readonly child: FakeBackendChild;
-  private readCursor = 0;
-  private readonly waiters: ((r: Received) => void)[] = [];
   private exiting = false;
   private readonly on: Record<string, Step[]>;
 
   constructor(private readonly script: FakeScript) {
+    super();
     this.child = fakeBackendChild({ onTerm: script.sigterm === "ignore" ? "ignore" : "exit" });
     this.on = { shutdown: [{ emit: [{ type: "shutdown" }] }, { exit: 0 }], ...(script.on ?? {}) };
     this.gone = new Promise((resolve) => this.child.once("close", () => resolve()));
@@ -337,13 +350,7 @@ export class MemoryFake implements BackendFake {
       } catch {
         command = null;
       }
-      const received = { command, line };
-      this.received.push(received);
-      const waiter = this.waiters.shift();
-      if (waiter) {
-        this.readCursor++;
-        waiter(received);
-      }
+      this.receive({ command, line });
       const type = command && typeof command === "object" ? command.type : undefined;
       if (typeof type === "string" && Object.prototype.hasOwnProperty.call(this.on, type)) this.run(this.on[type]);
     });
@@ -386,35 +393,6 @@ export class MemoryFake implements BackendFake {
   stepsAndSync(...steps: Step[]): Promise<void> {
     this.run(steps);
     return flushMicrotasks();
-  }
-
-  emit(...lines: Line[]): void {
-    this.steps({ emit: lines });
-  }
-
-  stderr(...lines: string[]): void {
-    this.steps({ stderr: lines });
-  }
-
-  exit(code: number): void {
-    this.steps({ exit: code });
-  }
-
-  next(what = "the next command"): Promise<Received> {
-    if (this.readCursor < this.received.length) return Promise.resolve(this.received[this.readCursor++]);
-    return within(new Promise<Received>((r) => this.waiters.push(r)), what);
-  }
-
-  async expect(type: string): Promise<Record<string, unknown>> {
-    const received = await this.next(`a ${type} command`);
-    if (received.command?.type !== type) {
-      throw new Error(`expected a ${type} command, the fake received ${received.line}`);
-    }
-    return received.command;
-  }
-
-  unread(): Received[] {
-    return this.received.slice(this.readCursor);
   }
 
   dispose(): void {
