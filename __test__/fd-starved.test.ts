@@ -8,8 +8,8 @@
  * descriptors killed a supervised host (`child.stdio` undefined after
  * EMFILE, then Node's unhandled `error` event). Each attempt runs in its
  * own host (fixtures/fd-starved-host.js) under `prlimit --nofile=64`. The
- * CLI is started under limits from 20 to 40 descriptors (with
- * fewer, Node itself cannot start).
+ * CLI is started under limits from the least one Node itself starts with
+ * (about 20) to 20 more.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -73,11 +73,18 @@ describe.runIf(haveProcfs).concurrent("out of file descriptors at the start: nev
     }, 120_000);
   }
 
-  it("the CLI under limits of 20 to 40 descriptors: a clean result or a clean failure, never a crash", async () => {
+  it("the CLI under 20 limits from the least Node itself starts with: a clean result or a clean failure, never a crash", async () => {
     const ready = JSON.stringify({ protocol_version: "1.0", type: "ready", ts: 1, version: "0", package: "fd", metadata: {} });
     const cli = join(repoRoot, "dist", "cli.js");
+    // Below some limit Node cannot load a script at all (Node 24 needs more
+    // than 20: its loader's package.json lookup fails); that is Node's, not
+    // the CLI's. The sweep starts at the least limit an empty script runs with.
+    const empty = join(__dirname, "fixtures", "empty.js");
+    let floor = 16;
+    while ((await run("prlimit", [`--nofile=${floor}`, process.execPath, empty])).status !== 0) floor += 1;
+    expect(floor, "the least limit Node starts with").toBeLessThan(64);
     const outcomes = new Set<number | null>();
-    for (let limit = 20; limit <= 40; limit += 2) {
+    for (let limit = floor; limit <= floor + 20; limit += 2) {
       const result = await run("prlimit", [`--nofile=${limit}`, process.execPath, cli, "check", "--", "sh", "-c", `echo '${ready}'; read line`]);
       expect(result.stderr, `limit ${limit}`).not.toMatch(/TypeError|Unhandled|node:events|at [\w.]+ \(/);
       expect([0, 1], `limit ${limit}: exit ${result.status}, stderr ${result.stderr}`).toContain(result.status);

@@ -47,6 +47,8 @@ out="$root/target/cross-arm64"
 logs="$out/logs"
 mkdir -p "$logs"
 addon="$out/process-bridge-native.linux-arm64-gnu.node"
+# The supervisor of the linux-arm64-gnu package (supervised and warm starts).
+supervisor="$out/process-bridge-supervisor.linux-arm64-gnu"
 status=0
 
 step() { printf '\n== arm64: %s\n' "$*"; step_start=$SECONDS; }
@@ -117,13 +119,14 @@ cross_env=(
   AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 )
 step "build $TARGET"
-if ! env "${cross_env[@]}" cargo build --release --locked --target "$TARGET" -p process-bridge-native --color never \
+if ! env "${cross_env[@]}" cargo build --release --locked --target "$TARGET" -p process-bridge-native -p bridge-supervisor --color never \
     >"$logs/build.log" 2>&1; then
   tail -30 "$logs/build.log"
   count build 0 1
   exit 1
 fi
 cp "$out/cargo/$TARGET/release/libprocess_bridge_native.so" "$addon"
+cp "$out/cargo/$TARGET/release/process-bridge-supervisor" "$supervisor"
 echo "   $addon: needs glibc $(aarch64-linux-gnu-objdump -T "$addon" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)"
 count build 1 0
 took
@@ -139,10 +142,13 @@ read -r p f < <(grep -oE 'test result: \w+\. [0-9]+ passed; [0-9]+ failed' "$log
 count cargo "$p" "$f"
 took
 
-# The loader (index.js) of an arm64 Node loads the root's arm64 addon.
+# The loader (index.js) of an arm64 Node loads the root's arm64 addon, and the
+# session finds the root's arm64 supervisor beside it.
 root_addon="$root/$(basename "$addon")"
+root_supervisor="$root/$(basename "$supervisor")"
 cp "$addon" "$root_addon"
-trap 'rm -f "$root_addon"' EXIT
+cp "$supervisor" "$root_supervisor"
+trap 'rm -f "$root_addon" "$root_supervisor"' EXIT
 
 # Runs vitest under `$1` (a node binary) with the arm64 addon on the given
 # files and arguments; prints the counted line as part `$2`.

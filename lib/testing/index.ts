@@ -16,7 +16,7 @@
  * `spawnBridgeProcess`), `commands()` (what the application sent) and
  * `dispose()`; a replay also gives `mismatches()`.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BridgeCommand, JsonObject, JsonValue } from "../protocol";
@@ -92,8 +92,22 @@ function start(mode: "scripted" | "replay", content: string): { backend: BridgeP
     writeFileSync(source, content);
     writeFileSync(log, JSON.stringify({ commands: [], mismatches: [] }));
   } catch (error) {
-    // Out of descriptors or of disk: nothing is left behind.
-    rmSync(dir, { recursive: true, force: true });
+    // Out of descriptors or of disk: nothing is left behind, and the error
+    // is the write's. Removed file by file: a recursive rmSync opens the
+    // directory, and with no descriptor left it fails (on Node 24 with an
+    // empty `code`) and would hide the write's EMFILE.
+    for (const file of [source, log]) {
+      try {
+        unlinkSync(file);
+      } catch {
+        // Never written.
+      }
+    }
+    try {
+      rmdirSync(dir);
+    } catch {
+      // Already gone.
+    }
     throw error;
   }
   return {
