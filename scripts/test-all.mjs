@@ -8,14 +8,21 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { otherNodeMajorArgs } from "./test-plan.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const npx = process.platform === "win32" ? "npx.cmd" : "npx";
 
+/** Each command's time, printed after it and again in the summary ("Step times"). */
+const stepTimes = [];
 function run(command, args, options = {}) {
   console.log(`\n$ ${command} ${args.join(" ")}`);
+  const started = Date.now();
   const result = spawnSync(command, args, { cwd: root, stdio: options.capture ? ["inherit", "pipe", "inherit"] : "inherit", encoding: "utf8", ...options });
   if (options.capture) process.stdout.write(result.stdout ?? "");
+  const seconds = Math.round((Date.now() - started) / 1000);
+  stepTimes.push(`${String(seconds).padStart(5)} s  ${command === process.execPath ? "node" : command} ${args.join(" ").slice(0, 90)}`);
+  console.log(`   (${seconds} s)`);
   return result;
 }
 
@@ -138,9 +145,11 @@ stepStart = Date.now();
 // would disturb).
 counted("source build", ...vitestOn(process.execPath, ["__test__/source-build.test.ts"], { PBN_SOURCE_BUILD: "1" }, "source build"));
 
-// 7. The JavaScript suites on every other tested Node major (official
-// builds from the npm registry, cached in node_modules/.cache).
-// external-strings.test.ts already checks every version from the one above.
+// 7. On every other tested Node major (official builds from the npm
+// registry, cached in node_modules/.cache): the suites of
+// scripts/test-plan.mjs, what can differ there (the rest is the same on every
+// Node and ran once above; external-strings.test.ts checks every version
+// from the one above).
 if (process.platform !== "linux" || !["x64", "arm64"].includes(process.arch)) {
   console.log("\nvitest on the other Node majors: skipped (the npm registry's Node builds are for Linux)");
 } else {
@@ -154,7 +163,7 @@ if (process.platform !== "linux" || !["x64", "arm64"].includes(process.arch)) {
       counted(`vitest on Node ${major}`, 0, 1);
       continue;
     }
-    counted(`vitest on Node ${major}`, ...vitestOn(node, ["--exclude", "__test__/external-strings.test.ts"], {}, `vitest on Node ${major}`));
+    counted(`vitest on Node ${major}`, ...vitestOn(node, otherNodeMajorArgs(), {}, `vitest on Node ${major}`));
   }
 }
 
@@ -176,6 +185,7 @@ if (process.platform !== "linux" || process.arch !== "x64") {
   platformCounts.push(`(arm64 in all, with its set-up: ${crossSeconds} s)`);
 }
 console.log(`\nPlatform steps:\n  ${platformCounts.join("\n  ")}`);
+console.log(`\nStep times (${Math.round(process.uptime())} s in all):\n${stepTimes.join("\n")}`);
 // ---- end of the platform steps.
 
 if (failures.length > 0) console.log(`\nFailed:\n  ${failures.join("\n  ")}`);
