@@ -50,7 +50,7 @@ describe("README examples", () => {
     expect(blocks.length).toBeGreaterThanOrEqual(6);
     const unmarked = blocks.filter((block) => block[1] === undefined).map((block) => readme.slice(block.index, block.index + 80));
     expect(unmarked).toEqual([]);
-    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "stream", "testing"]);
+    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "stream", "testing", "warm"]);
   });
 
   it("the testing kit's example is examples/testing/app.test.ts, which the suite runs", () => {
@@ -109,6 +109,12 @@ describe.runIf(existsSync(join(repoRoot, ".venv", "bin", "uv")))("README snippet
       expect(result.stdout).toMatch(/check passed/);
     }
   }, 120_000);
+
+  it("the warm snippet: three conversations forked from one prewarmed server, each completed, and the host exits by itself", () => {
+    const result = runSnippet("warm");
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toBe("demo_app:create_backend 0.22.0\n[ 'warm', 'warm', 'warm' ]\n[ 'completed', 'completed', 'completed' ]\n");
+  }, 90_000);
 
   it("the attach snippet: a session on a process started through sh -c", () => {
     const result = runSnippet("attach");

@@ -19,6 +19,7 @@
 // (default 1,2,3,4): which measurements (1 and 2 are one run).
 import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -77,6 +78,18 @@ function quantile(values, q) {
 const median = (values) => quantile(values, 0.5);
 const ms = (value) => `${value.toFixed(1)} ms`;
 const mb = (kb) => `${(kb / 1024).toFixed(1)} MB`;
+
+// ---- the machine's load (shared with other work: each part says its own) ------
+
+let loadSamples = [];
+setInterval(() => loadSamples.push(loadavg()[0]), 2000).unref();
+/** The 1-minute load average sampled every 2 s since the last call. */
+function loadDuring() {
+  const samples = [...loadSamples, loadavg()[0]];
+  loadSamples = [];
+  const f = (x) => x.toFixed(1);
+  return `load average (1 min) during it: min ${f(Math.min(...samples))}, median ${f(median(samples))}, max ${f(Math.max(...samples))}`;
+}
 
 // ---- 1 and 2: one start at a time --------------------------------------------
 
@@ -174,11 +187,12 @@ async function burst(warm, n, { prewarmed }) {
 
 // ---- run ------------------------------------------------------------------------
 
-console.log(`bench:start, ${rounds} sessions each, interleaved; Node ${process.version}, ${new Date().toISOString()}`);
+console.log(`bench:start, ${rounds} sessions each, interleaved; Node ${process.version}, ${new Date().toISOString()}; load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
 let begun = performance.now();
 const server = await prewarm(spec(true));
 console.log(`prefork server ready in ${ms(performance.now() - begun)} (pid ${server.pid}, ${mb(memory(server.pid).rss)} RSS, ${mb(memory(server.pid).uss)} USS)`);
 
+loadDuring();
 const seq = parts.has("1") || parts.has("2") ? await sequential() : { cold: [], warm: [] };
 if (seq.cold.length > 0) {
 console.log("\n1. createAgentSession → ready / → first text event (the run started at ready)");
@@ -200,6 +214,7 @@ for (const mode of ["cold", "warm"]) {
   const total = median(r.map((x) => x.hostCpu + x.backendCpu + x.serverCpu)) / 1e6;
   console.log(`  ${mode}: host ${ms(host)}, backend + its supervisor ${ms(backend)}${mode === "warm" ? `, prefork server (the fork) ${ms(serverShare)}` : ""}; total ${ms(total)}`);
 }
+console.log(`  (1 and 2: ${loadDuring()})`);
 }
 
 const siblings = Number(process.env.WARM_SIBLINGS ?? 4);
@@ -212,6 +227,7 @@ for (const warm of [false, true]) {
 }
 const serverMemory = memory(server.pid);
 console.log(`  the prefork server itself: USS ${mb(serverMemory.uss)}, PSS ${mb(serverMemory.pss)}, RSS ${mb(serverMemory.rss)}`);
+console.log(`  (3: ${loadDuring()})`);
 }
 await closeWarmServers();
 
@@ -226,4 +242,5 @@ for (const n of parts.has("4") ? bursts : []) {
     console.log(`  N=${n} ${what}: last ready at ${Number.isNaN(r.last) ? "-" : ms(r.last)} (${r.ready}/${n} ready${failures})`);
   }
   if (n > coldMax) console.log(`  N=${n} cold: not run (START_BENCH_COLD_MAX=${coldMax})`);
+  console.log(`  (N=${n}: ${loadDuring()})`);
 }
