@@ -557,56 +557,58 @@ class CloseConversationResponse(Message[_CloseConversationResponseFields]):
         backend_signal: int
         killed: bool
 
-_UsageFields: TypeAlias = Literal["input_tokens", "output_tokens", "total_tokens", "reports"]
+_UsageFields: TypeAlias = Literal["prompt_tokens", "completion_tokens", "total_tokens", "responses"]
 
 class Usage(Message[_UsageFields]):
     """
-    A run's token usage, summed over the `usage` of the run's records, as
-    reported by the model (the bridge adds, it never estimates).
+    A run's token usage totals, as reported by the model: the `usage` of
+    every model response of the run (each response once, by its id, whether
+    it came in a `model_stream` completed event or an `llm_end` record),
+    summed. The bridge adds, it never estimates.
 
     ```proto
     message agentlane.bridge.v1.Usage
     ```
 
     Attributes:
-        input_tokens:
+        prompt_tokens:
             ```proto
-            uint64 input_tokens = 1;
+            uint64 prompt_tokens = 1;
             ```
-        output_tokens:
+        completion_tokens:
             ```proto
-            uint64 output_tokens = 2;
+            uint64 completion_tokens = 2;
             ```
         total_tokens:
             ```proto
             uint64 total_tokens = 3;
             ```
-        reports:
-            How many records carried usage (0: the model reported none).
+        responses:
+            How many model responses carried usage (0: the model reported none).
 
             ```proto
-            uint32 reports = 4;
+            uint32 responses = 4;
             ```
     """
 
-    __slots__ = ("input_tokens", "output_tokens", "total_tokens", "reports")
+    __slots__ = ("prompt_tokens", "completion_tokens", "total_tokens", "responses")
 
     if TYPE_CHECKING:
 
         def __init__(
             self,
             *,
-            input_tokens: int = 0,
-            output_tokens: int = 0,
+            prompt_tokens: int = 0,
+            completion_tokens: int = 0,
             total_tokens: int = 0,
-            reports: int = 0,
+            responses: int = 0,
         ) -> None:
             pass
 
-        input_tokens: int
-        output_tokens: int
+        prompt_tokens: int
+        completion_tokens: int
         total_tokens: int
-        reports: int
+        responses: int
 
 _GetVersionResponseFields: TypeAlias = Literal["bridge_version", "api", "protocol_version", "ready_json", "capabilities"]
 
@@ -1182,7 +1184,7 @@ class StartMode(Enum):
 
 
 _DESC = file_desc(
-    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\xcb\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x120\n\x05usage\x18\x03 \x01(\x0b2\x1a.agentlane.bridge.v1.UsageR\x05usageB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"Z\n\x19CreateConversationRequest\x12=\n\nstart_mode\x18\x01 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode"c\n\x1aCreateConversationResponse\x12E\n\x0cconversation\x18\x01 \x01(\x0b2!.agentlane.bridge.v1.ConversationR\x0cconversation"\x1a\n\x18ListConversationsRequest"d\n\x19ListConversationsResponse\x12G\n\rconversations\x18\x01 \x03(\x0b2!.agentlane.bridge.v1.ConversationR\rconversations"\xb7\x01\n\x0cConversation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nready_json\x18\x02 \x01(\tR\treadyJson\x12=\n\nstart_mode\x18\x03 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode\x12\x1f\n\x0bbackend_pid\x18\x04 \x01(\rR\nbackendPid\x12\x18\n\x07running\x18\x05 \x01(\x08R\x07running"E\n\x18CloseConversationRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n\x08grace_ms\x18\x02 \x01(\rR\x07graceMs"\x86\x01\n\x19CloseConversationResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"\x8c\x01\n\x05Usage\x12!\n\x0cinput_tokens\x18\x01 \x01(\x04R\x0binputTokens\x12#\n\routput_tokens\x18\x02 \x01(\x04R\x0coutputTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x04R\x0btotalTokens\x12\x18\n\x07reports\x18\x04 \x01(\rR\x07reports"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"L\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"\x8b\x01\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01\x12\'\n\x0fconversation_id\x18\x04 \x01(\tR\x0econversationIdB\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"8\n\rCancelRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"7\n\x0cResetRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"Z\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"U\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId*Q\n\tStartMode\x12\x1a\n\x16START_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTART_MODE_COLD\x10\x01\x12\x13\n\x0fSTART_MODE_WARM\x10\x022\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\xf4\x02\n\x13ConversationService\x12u\n\x12CreateConversation\x12..agentlane.bridge.v1.CreateConversationRequest\x1a/.agentlane.bridge.v1.CreateConversationResponse\x12r\n\x11ListConversations\x12-.agentlane.bridge.v1.ListConversationsRequest\x1a..agentlane.bridge.v1.ListConversationsResponse\x12r\n\x11CloseConversation\x12-.agentlane.bridge.v1.CloseConversationRequest\x1a..agentlane.bridge.v1.CloseConversationResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
+    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\xcb\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x120\n\x05usage\x18\x03 \x01(\x0b2\x1a.agentlane.bridge.v1.UsageR\x05usageB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"Z\n\x19CreateConversationRequest\x12=\n\nstart_mode\x18\x01 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode"c\n\x1aCreateConversationResponse\x12E\n\x0cconversation\x18\x01 \x01(\x0b2!.agentlane.bridge.v1.ConversationR\x0cconversation"\x1a\n\x18ListConversationsRequest"d\n\x19ListConversationsResponse\x12G\n\rconversations\x18\x01 \x03(\x0b2!.agentlane.bridge.v1.ConversationR\rconversations"\xb7\x01\n\x0cConversation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nready_json\x18\x02 \x01(\tR\treadyJson\x12=\n\nstart_mode\x18\x03 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode\x12\x1f\n\x0bbackend_pid\x18\x04 \x01(\rR\nbackendPid\x12\x18\n\x07running\x18\x05 \x01(\x08R\x07running"E\n\x18CloseConversationRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n\x08grace_ms\x18\x02 \x01(\rR\x07graceMs"\x86\x01\n\x19CloseConversationResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"\x9a\x01\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x04R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x02 \x01(\x04R\x10completionTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x04R\x0btotalTokens\x12\x1c\n\tresponses\x18\x04 \x01(\rR\tresponses"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"L\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"\x8b\x01\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01\x12\'\n\x0fconversation_id\x18\x04 \x01(\tR\x0econversationIdB\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"8\n\rCancelRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"7\n\x0cResetRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"Z\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"U\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId*Q\n\tStartMode\x12\x1a\n\x16START_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTART_MODE_COLD\x10\x01\x12\x13\n\x0fSTART_MODE_WARM\x10\x022\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\xf4\x02\n\x13ConversationService\x12u\n\x12CreateConversation\x12..agentlane.bridge.v1.CreateConversationRequest\x1a/.agentlane.bridge.v1.CreateConversationResponse\x12r\n\x11ListConversations\x12-.agentlane.bridge.v1.ListConversationsRequest\x1a..agentlane.bridge.v1.ListConversationsResponse\x12r\n\x11CloseConversation\x12-.agentlane.bridge.v1.CloseConversationRequest\x1a..agentlane.bridge.v1.CloseConversationResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
     [],
     {
         "PromptResponse": PromptResponse,

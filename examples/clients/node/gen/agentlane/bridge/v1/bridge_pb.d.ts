@@ -429,21 +429,23 @@ export declare type CloseConversationResponse = Message<"agentlane.bridge.v1.Clo
 export declare const CloseConversationResponseSchema: GenMessage<CloseConversationResponse>;
 
 /**
- * A run's token usage, summed over the `usage` of the run's records, as
- * reported by the model (the bridge adds, it never estimates).
+ * A run's token usage totals, as reported by the model: the `usage` of
+ * every model response of the run (each response once, by its id, whether
+ * it came in a `model_stream` completed event or an `llm_end` record),
+ * summed. The bridge adds, it never estimates.
  *
  * @generated from message agentlane.bridge.v1.Usage
  */
 export declare type Usage = Message<"agentlane.bridge.v1.Usage"> & {
   /**
-   * @generated from field: uint64 input_tokens = 1;
+   * @generated from field: uint64 prompt_tokens = 1;
    */
-  inputTokens: bigint;
+  promptTokens: bigint;
 
   /**
-   * @generated from field: uint64 output_tokens = 2;
+   * @generated from field: uint64 completion_tokens = 2;
    */
-  outputTokens: bigint;
+  completionTokens: bigint;
 
   /**
    * @generated from field: uint64 total_tokens = 3;
@@ -451,11 +453,11 @@ export declare type Usage = Message<"agentlane.bridge.v1.Usage"> & {
   totalTokens: bigint;
 
   /**
-   * How many records carried usage (0: the model reported none).
+   * How many model responses carried usage (0: the model reported none).
    *
-   * @generated from field: uint32 reports = 4;
+   * @generated from field: uint32 responses = 4;
    */
-  reports: number;
+  responses: number;
 };
 
 /**
