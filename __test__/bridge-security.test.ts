@@ -3,8 +3,10 @@
  * loopback only, no browsers (Origin, foreign Host, GET, simple content
  * types), a private token file whose content is never printed, and bad
  * request bodies that get a clear Connect error and leave it serving.
- * Against the real demo backend; raw requests go through node:http so that
- * every header is ours to set.
+ * The same guards stand before the conversation RPCs (CreateConversation,
+ * ListConversations, CloseConversation) and a call addressed to a
+ * conversation. Against the real demo backend; raw requests go through
+ * node:http so that every header is ours to set.
  */
 import { request } from "node:http";
 import { connect } from "node:net";
@@ -219,6 +221,46 @@ describe("agentlane-bridge: security", () => {
     expect(writeErrors).toEqual([]);
     expect(answer).toMatch(/^HTTP\/1\.1 429 /);
     expect(answer).toContain('"code":"resource_exhausted"');
+    await stillServing();
+  });
+
+  it("every conversation RPC passes the same guards (token, Origin, Host, POST only, body limit); a refused Create creates nothing", async () => {
+    const service = "/agentlane.bridge.v1.ConversationService/";
+    const calls: [string, string][] = [
+      ["CreateConversation", "{}"],
+      ["ListConversations", "{}"],
+      ["CloseConversation", '{"id":"default"}'],
+      // A call addressed to a conversation goes through the same gate.
+      ["../agentlane.bridge.v1.AgentService/Cancel", '{"conversationId":"default"}'],
+    ];
+    const huge = Buffer.alloc(9 * 1024 * 1024, 0x20);
+    huge.write('{"id":"', 0);
+    for (const [method, body] of calls) {
+      const path = method.startsWith("../") ? method.slice(2) : service + method;
+      const refusals: [string, Parameters<typeof raw>[2], number, string | null][] = [
+        ["no token", { headers: json, body }, 401, "unauthenticated"],
+        ["a wrong token", { headers: { ...json, Authorization: `Bearer ${"0".repeat(64)}` }, body }, 401, "unauthenticated"],
+        ["an Origin", { headers: { ...json, ...auth, Origin: "http://evil.example" }, body }, 403, "permission_denied"],
+        ["a foreign Host", { headers: { ...json, ...auth, Host: `evil.example:${bridge.info.port}` }, body }, 403, "permission_denied"],
+        ["GET", { method: "GET", headers: auth }, 405, null],
+        ["a form content type", { headers: { ...auth, "Content-Type": "text/plain" }, body }, 415, null],
+        ["a body over the limit", { headers: { ...json, ...auth }, body: huge }, 429, "resource_exhausted"],
+      ];
+      for (const [what, options, status, code] of refusals) {
+        const answer = await raw(bridge, method === "ListConversations" && what === "GET" ? `${path}?encoding=json&message=%7B%7D` : path, options);
+        expect(answer.status, `${method}: ${what}`).toBe(status);
+        if (code) expect(JSON.parse(answer.body).code, `${method}: ${what}`).toBe(code);
+        expect(Object.keys(answer.headers).filter((h) => h.startsWith("access-control-"))).toEqual([]);
+      }
+    }
+    // Nothing got through: still only the default conversation, still open.
+    const listed = await raw(bridge, service + "ListConversations", { headers: { ...json, ...auth }, body: "{}" });
+    expect(listed.status).toBe(200);
+    expect(JSON.parse(listed.body).conversations.map((c: any) => c.id)).toEqual(["default"]);
+    // An unknown conversation is not_found, not some other conversation.
+    const unknown = await raw(bridge, "/agentlane.bridge.v1.AgentService/Cancel", { headers: { ...json, ...auth }, body: '{"conversationId":"c999"}' });
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body).code).toBe("not_found");
     await stillServing();
   });
 
