@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,7 +20,8 @@ type Options struct {
 	// (--project-dir).
 	ProjectDir string
 	// The Python interpreter that has `agentlane` (--python; the bridge's
-	// default is python3).
+	// default is python3). A relative path is relative to this program's
+	// working directory.
 	Python string
 	// A launcher to run Python with instead, e.g. {"uv", "run",
 	// "--project", DIR, "python"} (after --).
@@ -94,7 +97,7 @@ func bridgeArgs(opts *Options) []string {
 		args = append(args, "--project-dir", opts.ProjectDir)
 	}
 	if opts.Python != "" {
-		args = append(args, "--python", opts.Python)
+		args = append(args, "--python", absolutePath(opts.Python))
 	}
 	if opts.GraceMs > 0 {
 		args = append(args, "--grace-ms", fmt.Sprint(opts.GraceMs))
@@ -104,6 +107,20 @@ func bridgeArgs(opts *Options) []string {
 		args = append(append(args, "--"), opts.Launcher...)
 	}
 	return args
+}
+
+// absolutePath resolves a relative path with a directory part against this
+// program's working directory: the bridge runs Python in ProjectDir, where
+// "../.venv/bin/python" would mean something else. A bare name is looked up
+// on PATH as given.
+func absolutePath(path string) string {
+	if filepath.IsAbs(path) || !strings.ContainsRune(path, filepath.Separator) {
+		return path
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // Info is the bridge's discovery line.

@@ -185,4 +185,3 @@ func TestBackendDeathEndsTheStream(t *testing.T) {
 		t.Fatalf("Close of an exited bridge: %v", err)
 	}
 }
-

@@ -228,4 +228,3 @@ func TestControlCallsAndRefusals(t *testing.T) {
 		t.Fatalf("no handler: %v %+v", err, result)
 	}
 }
-
