@@ -19,7 +19,7 @@ from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DE
 from protobuf import DescService
 
 from . import bridge_pb
-from .bridge_pb import ApproveRequest, ApproveResponse, CancelRequest, CancelResponse, ConfigureRequest, ConfigureResponse, GetVersionRequest, GetVersionResponse, PingRequest, PingResponse, PromptRequest, PromptResponse, ResetRequest, ResetResponse, ShutdownRequest, ShutdownResponse, SubscribeRequest, SubscribeResponse
+from .bridge_pb import ApproveRequest, ApproveResponse, CancelRequest, CancelResponse, CloseConversationRequest, CloseConversationResponse, ConfigureRequest, ConfigureResponse, CreateConversationRequest, CreateConversationResponse, GetVersionRequest, GetVersionResponse, ListConversationsRequest, ListConversationsResponse, PingRequest, PingResponse, PromptRequest, PromptResponse, ResetRequest, ResetResponse, ShutdownRequest, ShutdownResponse, SubscribeRequest, SubscribeResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -353,6 +353,359 @@ class BridgeControlServiceClientSync(ConnectClientSync):
                 service_name="agentlane.bridge.v1.BridgeControlService",
                 input=ShutdownRequest,
                 output=ShutdownResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+class ConversationService(Protocol):
+    """
+    The bridge's conversations, each its own backend (its own process group,
+    its own session, its own stream queues): one conversation's crash, slow
+    client or refusal never touches another. Capability "conversations".
+    """
+    async def create_conversation(self, request: CreateConversationRequest, ctx: RequestContext[CreateConversationRequest, CreateConversationResponse], /) -> CreateConversationResponse:
+        """
+        Starts a conversation's backend and answers once its `ready` line came.
+        `resource_exhausted` past the bridge's `--max-conversations`;
+        `unavailable` when its backend failed to start or the bridge is
+        shutting down; `invalid_argument` for a start mode the bridge does not
+        offer (`warm` without `--warm`).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_conversations(self, request: ListConversationsRequest, ctx: RequestContext[ListConversationsRequest, ListConversationsResponse], /) -> ListConversationsResponse:
+        """
+        The open conversations, in creation order.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def close_conversation(self, request: CloseConversationRequest, ctx: RequestContext[CloseConversationRequest, CloseConversationResponse], /) -> CloseConversationResponse:
+        """
+        Ends a conversation: refuses its new calls, sends `shutdown` to its
+        backend, SIGKILLs its process group after the grace, ends its streams
+        (`unavailable`) and answers with its backend's exit. `not_found` for an
+        unknown id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    @classmethod
+    def desc(cls) -> DescService:
+        """Returns the descriptor for this service."""
+        return next(s for s in bridge_pb.desc().services if s.type_name == 'agentlane.bridge.v1.ConversationService')
+
+class ConversationServiceASGIApplication(ConnectASGIApplication[ConversationService]):
+    def __init__(
+        self,
+        service: ConversationService | AsyncGenerator[ConversationService],
+        *,
+        interceptors: Iterable[Interceptor] = (),
+        read_max_bytes: int | None = DEFAULT_READ_MAX_BYTES,
+        compressions: Iterable[Compression] | None = None,
+        codecs: Iterable[Codec] | None = None,
+    ) -> None:
+        super().__init__(
+            service=service,
+            endpoints=lambda svc: {
+                "/agentlane.bridge.v1.ConversationService/CreateConversation": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CreateConversation",
+                        service_name="agentlane.bridge.v1.ConversationService",
+                        input=CreateConversationRequest,
+                        output=CreateConversationResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.create_conversation,
+                ),
+                "/agentlane.bridge.v1.ConversationService/ListConversations": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListConversations",
+                        service_name="agentlane.bridge.v1.ConversationService",
+                        input=ListConversationsRequest,
+                        output=ListConversationsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_conversations,
+                ),
+                "/agentlane.bridge.v1.ConversationService/CloseConversation": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CloseConversation",
+                        service_name="agentlane.bridge.v1.ConversationService",
+                        input=CloseConversationRequest,
+                        output=CloseConversationResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.close_conversation,
+                ),
+            },
+            interceptors=interceptors,
+            read_max_bytes=read_max_bytes,
+            compressions=compressions,
+            codecs=codecs,
+        )
+
+    @property
+    def path(self) -> str:
+        """Returns the URL path to mount the application to when serving multiple applications."""
+        return "/agentlane.bridge.v1.ConversationService"
+
+
+class ConversationServiceClient(ConnectClient):
+    """
+    The bridge's conversations, each its own backend (its own process group,
+    its own session, its own stream queues): one conversation's crash, slow
+    client or refusal never touches another. Capability "conversations".
+    """
+    async def create_conversation(
+        self,
+        request: CreateConversationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateConversationResponse:
+        """
+        Starts a conversation's backend and answers once its `ready` line came.
+        `resource_exhausted` past the bridge's `--max-conversations`;
+        `unavailable` when its backend failed to start or the bridge is
+        shutting down; `invalid_argument` for a start mode the bridge does not
+        offer (`warm` without `--warm`).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateConversation",
+                service_name="agentlane.bridge.v1.ConversationService",
+                input=CreateConversationRequest,
+                output=CreateConversationResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_conversations(
+        self,
+        request: ListConversationsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListConversationsResponse:
+        """
+        The open conversations, in creation order.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListConversations",
+                service_name="agentlane.bridge.v1.ConversationService",
+                input=ListConversationsRequest,
+                output=ListConversationsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def close_conversation(
+        self,
+        request: CloseConversationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CloseConversationResponse:
+        """
+        Ends a conversation: refuses its new calls, sends `shutdown` to its
+        backend, SIGKILLs its process group after the grace, ends its streams
+        (`unavailable`) and answers with its backend's exit. `not_found` for an
+        unknown id.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CloseConversation",
+                service_name="agentlane.bridge.v1.ConversationService",
+                input=CloseConversationRequest,
+                output=CloseConversationResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+class ConversationServiceSync(Protocol):
+    """
+    The bridge's conversations, each its own backend (its own process group,
+    its own session, its own stream queues): one conversation's crash, slow
+    client or refusal never touches another. Capability "conversations".
+    """
+    def create_conversation(self, request: CreateConversationRequest, ctx: RequestContext[CreateConversationRequest, CreateConversationResponse], /) -> CreateConversationResponse:
+        """
+        Starts a conversation's backend and answers once its `ready` line came.
+        `resource_exhausted` past the bridge's `--max-conversations`;
+        `unavailable` when its backend failed to start or the bridge is
+        shutting down; `invalid_argument` for a start mode the bridge does not
+        offer (`warm` without `--warm`).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_conversations(self, request: ListConversationsRequest, ctx: RequestContext[ListConversationsRequest, ListConversationsResponse], /) -> ListConversationsResponse:
+        """
+        The open conversations, in creation order.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def close_conversation(self, request: CloseConversationRequest, ctx: RequestContext[CloseConversationRequest, CloseConversationResponse], /) -> CloseConversationResponse:
+        """
+        Ends a conversation: refuses its new calls, sends `shutdown` to its
+        backend, SIGKILLs its process group after the grace, ends its streams
+        (`unavailable`) and answers with its backend's exit. `not_found` for an
+        unknown id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    @classmethod
+    def desc(cls) -> DescService:
+        """Returns the descriptor for this service."""
+        return next(s for s in bridge_pb.desc().services if s.type_name == 'agentlane.bridge.v1.ConversationService')
+
+class ConversationServiceWSGIApplication(ConnectWSGIApplication):
+    def __init__(
+        self,
+        service: ConversationServiceSync,
+        interceptors: Iterable[InterceptorSync] = (),
+        read_max_bytes: int | None = DEFAULT_READ_MAX_BYTES,
+        compressions: Iterable[Compression] | None = None,
+        codecs: Iterable[Codec] | None = None,
+    ) -> None:
+        super().__init__(
+            endpoints={
+                "/agentlane.bridge.v1.ConversationService/CreateConversation": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CreateConversation",
+                        service_name="agentlane.bridge.v1.ConversationService",
+                        input=CreateConversationRequest,
+                        output=CreateConversationResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.create_conversation,
+                ),
+                "/agentlane.bridge.v1.ConversationService/ListConversations": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListConversations",
+                        service_name="agentlane.bridge.v1.ConversationService",
+                        input=ListConversationsRequest,
+                        output=ListConversationsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_conversations,
+                ),
+                "/agentlane.bridge.v1.ConversationService/CloseConversation": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CloseConversation",
+                        service_name="agentlane.bridge.v1.ConversationService",
+                        input=CloseConversationRequest,
+                        output=CloseConversationResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.close_conversation,
+                ),
+            },
+            interceptors=interceptors,
+            read_max_bytes=read_max_bytes,
+            compressions=compressions,
+            codecs=codecs,
+        )
+
+    @property
+    def path(self) -> str:
+        """Returns the URL path to mount the application to when serving multiple applications."""
+        return "/agentlane.bridge.v1.ConversationService"
+
+
+class ConversationServiceClientSync(ConnectClientSync):
+    """
+    The bridge's conversations, each its own backend (its own process group,
+    its own session, its own stream queues): one conversation's crash, slow
+    client or refusal never touches another. Capability "conversations".
+    """
+    def create_conversation(
+        self,
+        request: CreateConversationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateConversationResponse:
+        """
+        Starts a conversation's backend and answers once its `ready` line came.
+        `resource_exhausted` past the bridge's `--max-conversations`;
+        `unavailable` when its backend failed to start or the bridge is
+        shutting down; `invalid_argument` for a start mode the bridge does not
+        offer (`warm` without `--warm`).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateConversation",
+                service_name="agentlane.bridge.v1.ConversationService",
+                input=CreateConversationRequest,
+                output=CreateConversationResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_conversations(
+        self,
+        request: ListConversationsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListConversationsResponse:
+        """
+        The open conversations, in creation order.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListConversations",
+                service_name="agentlane.bridge.v1.ConversationService",
+                input=ListConversationsRequest,
+                output=ListConversationsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def close_conversation(
+        self,
+        request: CloseConversationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CloseConversationResponse:
+        """
+        Ends a conversation: refuses its new calls, sends `shutdown` to its
+        backend, SIGKILLs its process group after the grace, ends its streams
+        (`unavailable`) and answers with its backend's exit. `not_found` for an
+        unknown id.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CloseConversation",
+                service_name="agentlane.bridge.v1.ConversationService",
+                input=CloseConversationRequest,
+                output=CloseConversationResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

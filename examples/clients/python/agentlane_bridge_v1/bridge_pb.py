@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Literal, NoReturn, TYPE_CHECKING, TypeAlias
 
-from protobuf import Message
+from protobuf import Enum, Message
 from protobuf._codegen import file_desc
 
 if TYPE_CHECKING:
     from protobuf import DescFile, Oneof
 
 
-_PromptResponseFields: TypeAlias = Literal["event", "invalid_line"]
+_PromptResponseFields: TypeAlias = Literal["event", "invalid_line", "usage"]
 
 class PromptResponse(Message[_PromptResponseFields]):
     """
@@ -34,9 +34,16 @@ class PromptResponse(Message[_PromptResponseFields]):
             ```proto
             oneof item
             ```
+        usage:
+            On the run's terminal item only: the run's token usage totals, summed
+            from its records (capability "usage").
+
+            ```proto
+            optional agentlane.bridge.v1.Usage usage = 3;
+            ```
     """
 
-    __slots__ = ("item",)
+    __slots__ = ("usage", "item")
 
     if TYPE_CHECKING:
 
@@ -44,10 +51,12 @@ class PromptResponse(Message[_PromptResponseFields]):
             self,
             *,
             item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None = None,
+            usage: Usage | None = None,
         ) -> None:
             pass
 
         item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None
+        usage: Usage | None
 
 _SubscribeResponseFields: TypeAlias = Literal["event", "invalid_line", "batch"]
 
@@ -299,6 +308,308 @@ class GetVersionRequest(Message[_GetVersionRequestFields]):
         ) -> None:
             pass
 
+_CreateConversationRequestFields: TypeAlias = Literal["start_mode"]
+
+class CreateConversationRequest(Message[_CreateConversationRequestFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.CreateConversationRequest
+    ```
+
+    Attributes:
+        start_mode:
+            ```proto
+            agentlane.bridge.v1.StartMode start_mode = 1;
+            ```
+    """
+
+    __slots__ = ("start_mode",)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            start_mode: StartMode | None = None,
+        ) -> None:
+            pass
+
+        start_mode: StartMode
+
+_CreateConversationResponseFields: TypeAlias = Literal["conversation"]
+
+class CreateConversationResponse(Message[_CreateConversationResponseFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.CreateConversationResponse
+    ```
+
+    Attributes:
+        conversation:
+            ```proto
+            optional agentlane.bridge.v1.Conversation conversation = 1;
+            ```
+    """
+
+    __slots__ = ("conversation",)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            conversation: Conversation | None = None,
+        ) -> None:
+            pass
+
+        conversation: Conversation | None
+
+_ListConversationsRequestFields: TypeAlias = NoReturn
+
+class ListConversationsRequest(Message[_ListConversationsRequestFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.ListConversationsRequest
+    ```
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+        ) -> None:
+            pass
+
+_ListConversationsResponseFields: TypeAlias = Literal["conversations"]
+
+class ListConversationsResponse(Message[_ListConversationsResponseFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.ListConversationsResponse
+    ```
+
+    Attributes:
+        conversations:
+            ```proto
+            repeated agentlane.bridge.v1.Conversation conversations = 1;
+            ```
+    """
+
+    __slots__ = ("conversations",)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            conversations: list[Conversation] | None = None,
+        ) -> None:
+            pass
+
+        conversations: list[Conversation]
+
+_ConversationFields: TypeAlias = Literal["id", "ready_json", "start_mode", "backend_pid", "running"]
+
+class Conversation(Message[_ConversationFields]):
+    """
+    One open conversation.
+
+    ```proto
+    message agentlane.bridge.v1.Conversation
+    ```
+
+    Attributes:
+        id:
+            The id to put in `conversation_id` ("default" for the default one).
+
+            ```proto
+            string id = 1;
+            ```
+        ready_json:
+            Its backend's exact `ready` line.
+
+            ```proto
+            string ready_json = 2;
+            ```
+        start_mode:
+            How its backend started (cold or warm).
+
+            ```proto
+            agentlane.bridge.v1.StartMode start_mode = 3;
+            ```
+        backend_pid:
+            Its backend's process id (the leader of its process group).
+
+            ```proto
+            uint32 backend_pid = 4;
+            ```
+        running:
+            True while a run is active.
+
+            ```proto
+            bool running = 5;
+            ```
+    """
+
+    __slots__ = ("id", "ready_json", "start_mode", "backend_pid", "running")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            id: str = "",
+            ready_json: str = "",
+            start_mode: StartMode | None = None,
+            backend_pid: int = 0,
+            running: bool = False,
+        ) -> None:
+            pass
+
+        id: str
+        ready_json: str
+        start_mode: StartMode
+        backend_pid: int
+        running: bool
+
+_CloseConversationRequestFields: TypeAlias = Literal["id", "grace_ms"]
+
+class CloseConversationRequest(Message[_CloseConversationRequestFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.CloseConversationRequest
+    ```
+
+    Attributes:
+        id:
+            ```proto
+            string id = 1;
+            ```
+        grace_ms:
+            How long the backend may take to exit after `shutdown` before its
+            process group is SIGKILLed; 0 means the bridge's `--grace-ms`.
+
+            ```proto
+            uint32 grace_ms = 2;
+            ```
+    """
+
+    __slots__ = ("id", "grace_ms")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            id: str = "",
+            grace_ms: int = 0,
+        ) -> None:
+            pass
+
+        id: str
+        grace_ms: int
+
+_CloseConversationResponseFields: TypeAlias = Literal["backend_exit_code", "backend_signal", "killed"]
+
+class CloseConversationResponse(Message[_CloseConversationResponseFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.CloseConversationResponse
+    ```
+
+    Attributes:
+        backend_exit_code:
+            The backend's exit status, or -1 when a signal ended it.
+
+            ```proto
+            int32 backend_exit_code = 1;
+            ```
+        backend_signal:
+            The signal that ended the backend, or 0.
+
+            ```proto
+            int32 backend_signal = 2;
+            ```
+        killed:
+            True when the grace ran out and the backend's group was SIGKILLed.
+
+            ```proto
+            bool killed = 3;
+            ```
+    """
+
+    __slots__ = ("backend_exit_code", "backend_signal", "killed")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            backend_exit_code: int = 0,
+            backend_signal: int = 0,
+            killed: bool = False,
+        ) -> None:
+            pass
+
+        backend_exit_code: int
+        backend_signal: int
+        killed: bool
+
+_UsageFields: TypeAlias = Literal["prompt_tokens", "completion_tokens", "total_tokens", "responses"]
+
+class Usage(Message[_UsageFields]):
+    """
+    A run's token usage totals, as reported by the model: the `usage` of
+    every model response of the run (each response once, by its id, whether
+    it came in a `model_stream` completed event or an `llm_end` record),
+    summed. The bridge adds, it never estimates.
+
+    ```proto
+    message agentlane.bridge.v1.Usage
+    ```
+
+    Attributes:
+        prompt_tokens:
+            ```proto
+            uint64 prompt_tokens = 1;
+            ```
+        completion_tokens:
+            ```proto
+            uint64 completion_tokens = 2;
+            ```
+        total_tokens:
+            ```proto
+            uint64 total_tokens = 3;
+            ```
+        responses:
+            How many model responses carried usage (0: the model reported none).
+
+            ```proto
+            uint32 responses = 4;
+            ```
+    """
+
+    __slots__ = ("prompt_tokens", "completion_tokens", "total_tokens", "responses")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            prompt_tokens: int = 0,
+            completion_tokens: int = 0,
+            total_tokens: int = 0,
+            responses: int = 0,
+        ) -> None:
+            pass
+
+        prompt_tokens: int
+        completion_tokens: int
+        total_tokens: int
+        responses: int
+
 _GetVersionResponseFields: TypeAlias = Literal["bridge_version", "api", "protocol_version", "ready_json", "capabilities"]
 
 class GetVersionResponse(Message[_GetVersionResponseFields]):
@@ -438,7 +749,7 @@ class ShutdownResponse(Message[_ShutdownResponseFields]):
         backend_signal: int
         killed: bool
 
-_PromptRequestFields: TypeAlias = Literal["text"]
+_PromptRequestFields: TypeAlias = Literal["text", "conversation_id"]
 
 class PromptRequest(Message[_PromptRequestFields]):
     """
@@ -453,9 +764,16 @@ class PromptRequest(Message[_PromptRequestFields]):
             ```proto
             string text = 1;
             ```
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+            `not_found` for an unknown (or closed) id.
+
+            ```proto
+            string conversation_id = 2;
+            ```
     """
 
-    __slots__ = ("text",)
+    __slots__ = ("text", "conversation_id")
 
     if TYPE_CHECKING:
 
@@ -463,12 +781,14 @@ class PromptRequest(Message[_PromptRequestFields]):
             self,
             *,
             text: str = "",
+            conversation_id: str = "",
         ) -> None:
             pass
 
         text: str
+        conversation_id: str
 
-_ApproveRequestFields: TypeAlias = Literal["id", "allowed", "reason"]
+_ApproveRequestFields: TypeAlias = Literal["id", "allowed", "reason", "conversation_id"]
 
 class ApproveRequest(Message[_ApproveRequestFields]):
     """
@@ -493,9 +813,16 @@ class ApproveRequest(Message[_ApproveRequestFields]):
             ```proto
             optional string reason = 3;
             ```
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+            `not_found` for an unknown (or closed) id.
+
+            ```proto
+            string conversation_id = 4;
+            ```
     """
 
-    __slots__ = ("id", "allowed", "reason")
+    __slots__ = ("id", "allowed", "reason", "conversation_id")
 
     if TYPE_CHECKING:
 
@@ -505,12 +832,14 @@ class ApproveRequest(Message[_ApproveRequestFields]):
             id: str = "",
             allowed: bool = False,
             reason: str | None = None,
+            conversation_id: str = "",
         ) -> None:
             pass
 
         id: str
         allowed: bool
         reason: str
+        conversation_id: str
 
 _ApproveResponseFields: TypeAlias = Literal["resolved"]
 
@@ -542,23 +871,36 @@ class ApproveResponse(Message[_ApproveResponseFields]):
 
         resolved: BridgeEvent | None
 
-_CancelRequestFields: TypeAlias = NoReturn
+_CancelRequestFields: TypeAlias = Literal["conversation_id"]
 
 class CancelRequest(Message[_CancelRequestFields]):
     """
     ```proto
     message agentlane.bridge.v1.CancelRequest
     ```
+
+    Attributes:
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+            `not_found` for an unknown (or closed) id.
+
+            ```proto
+            string conversation_id = 1;
+            ```
     """
 
-    __slots__ = ()
+    __slots__ = ("conversation_id",)
 
     if TYPE_CHECKING:
 
         def __init__(
             self,
+            *,
+            conversation_id: str = "",
         ) -> None:
             pass
+
+        conversation_id: str
 
 _CancelResponseFields: TypeAlias = Literal["event"]
 
@@ -592,23 +934,36 @@ class CancelResponse(Message[_CancelResponseFields]):
 
         event: BridgeEvent | None
 
-_ResetRequestFields: TypeAlias = NoReturn
+_ResetRequestFields: TypeAlias = Literal["conversation_id"]
 
 class ResetRequest(Message[_ResetRequestFields]):
     """
     ```proto
     message agentlane.bridge.v1.ResetRequest
     ```
+
+    Attributes:
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+            `not_found` for an unknown (or closed) id.
+
+            ```proto
+            string conversation_id = 1;
+            ```
     """
 
-    __slots__ = ()
+    __slots__ = ("conversation_id",)
 
     if TYPE_CHECKING:
 
         def __init__(
             self,
+            *,
+            conversation_id: str = "",
         ) -> None:
             pass
+
+        conversation_id: str
 
 _ResetResponseFields: TypeAlias = Literal["event"]
 
@@ -640,7 +995,7 @@ class ResetResponse(Message[_ResetResponseFields]):
 
         event: BridgeEvent | None
 
-_ConfigureRequestFields: TypeAlias = Literal["patch_json"]
+_ConfigureRequestFields: TypeAlias = Literal["patch_json", "conversation_id"]
 
 class ConfigureRequest(Message[_ConfigureRequestFields]):
     """
@@ -656,9 +1011,16 @@ class ConfigureRequest(Message[_ConfigureRequestFields]):
             ```proto
             string patch_json = 1;
             ```
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+            `not_found` for an unknown (or closed) id.
+
+            ```proto
+            string conversation_id = 2;
+            ```
     """
 
-    __slots__ = ("patch_json",)
+    __slots__ = ("patch_json", "conversation_id")
 
     if TYPE_CHECKING:
 
@@ -666,10 +1028,12 @@ class ConfigureRequest(Message[_ConfigureRequestFields]):
             self,
             *,
             patch_json: str = "",
+            conversation_id: str = "",
         ) -> None:
             pass
 
         patch_json: str
+        conversation_id: str
 
 _ConfigureResponseFields: TypeAlias = Literal["event"]
 
@@ -743,7 +1107,7 @@ class ConfigureFailure(Message[_ConfigureFailureFields]):
         code: str
         event: BridgeEvent | None
 
-_SubscribeRequestFields: TypeAlias = Literal["batched"]
+_SubscribeRequestFields: TypeAlias = Literal["batched", "conversation_id"]
 
 class SubscribeRequest(Message[_SubscribeRequestFields]):
     """
@@ -760,9 +1124,16 @@ class SubscribeRequest(Message[_SubscribeRequestFields]):
             ```proto
             bool batched = 1;
             ```
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+            `not_found` for an unknown (or closed) id.
+
+            ```proto
+            string conversation_id = 2;
+            ```
     """
 
-    __slots__ = ("batched",)
+    __slots__ = ("batched", "conversation_id")
 
     if TYPE_CHECKING:
 
@@ -770,14 +1141,50 @@ class SubscribeRequest(Message[_SubscribeRequestFields]):
             self,
             *,
             batched: bool = False,
+            conversation_id: str = "",
         ) -> None:
             pass
 
         batched: bool
+        conversation_id: str
+
+class StartMode(Enum):
+    """
+    How a conversation's backend starts.
+
+    ```proto
+    enum agentlane.bridge.v1.StartMode
+    ```
+
+    Attributes:
+        UNSPECIFIED:
+            The bridge's default: warm when it was started with `--warm`, else cold.
+
+            ```proto
+            START_MODE_UNSPECIFIED = 0
+            ```
+        COLD:
+            A new Python process that imports the app (capability "cold").
+
+            ```proto
+            START_MODE_COLD = 1
+            ```
+        WARM:
+            Forked from the bridge's one prefork server, the app already imported
+            (capability "warm", only with `--warm`).
+
+            ```proto
+            START_MODE_WARM = 2
+            ```
+    """
+
+    UNSPECIFIED = 0
+    COLD = 1
+    WARM = 2
 
 
 _DESC = file_desc(
-    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\x99\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLineB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"#\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text"b\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"\x0f\n\rCancelRequest"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\x0e\n\x0cResetRequest"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"1\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event",\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched2\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
+    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\xcb\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x120\n\x05usage\x18\x03 \x01(\x0b2\x1a.agentlane.bridge.v1.UsageR\x05usageB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"G\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"Z\n\x19CreateConversationRequest\x12=\n\nstart_mode\x18\x01 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode"c\n\x1aCreateConversationResponse\x12E\n\x0cconversation\x18\x01 \x01(\x0b2!.agentlane.bridge.v1.ConversationR\x0cconversation"\x1a\n\x18ListConversationsRequest"d\n\x19ListConversationsResponse\x12G\n\rconversations\x18\x01 \x03(\x0b2!.agentlane.bridge.v1.ConversationR\rconversations"\xb7\x01\n\x0cConversation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nready_json\x18\x02 \x01(\tR\treadyJson\x12=\n\nstart_mode\x18\x03 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode\x12\x1f\n\x0bbackend_pid\x18\x04 \x01(\rR\nbackendPid\x12\x18\n\x07running\x18\x05 \x01(\x08R\x07running"E\n\x18CloseConversationRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n\x08grace_ms\x18\x02 \x01(\rR\x07graceMs"\x86\x01\n\x19CloseConversationResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"\x9a\x01\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x04R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x02 \x01(\x04R\x10completionTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x04R\x0btotalTokens\x12\x1c\n\tresponses\x18\x04 \x01(\rR\tresponses"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"L\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"\x8b\x01\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01\x12\'\n\x0fconversation_id\x18\x04 \x01(\tR\x0econversationIdB\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"8\n\rCancelRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"7\n\x0cResetRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"Z\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"U\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId*Q\n\tStartMode\x12\x1a\n\x16START_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTART_MODE_COLD\x10\x01\x12\x13\n\x0fSTART_MODE_WARM\x10\x022\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\xf4\x02\n\x13ConversationService\x12u\n\x12CreateConversation\x12..agentlane.bridge.v1.CreateConversationRequest\x1a/.agentlane.bridge.v1.CreateConversationResponse\x12r\n\x11ListConversations\x12-.agentlane.bridge.v1.ListConversationsRequest\x1a..agentlane.bridge.v1.ListConversationsResponse\x12r\n\x11CloseConversation\x12-.agentlane.bridge.v1.CloseConversationRequest\x1a..agentlane.bridge.v1.CloseConversationResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
     [],
     {
         "PromptResponse": PromptResponse,
@@ -788,6 +1195,14 @@ _DESC = file_desc(
         "PingRequest": PingRequest,
         "PingResponse": PingResponse,
         "GetVersionRequest": GetVersionRequest,
+        "CreateConversationRequest": CreateConversationRequest,
+        "CreateConversationResponse": CreateConversationResponse,
+        "ListConversationsRequest": ListConversationsRequest,
+        "ListConversationsResponse": ListConversationsResponse,
+        "Conversation": Conversation,
+        "CloseConversationRequest": CloseConversationRequest,
+        "CloseConversationResponse": CloseConversationResponse,
+        "Usage": Usage,
         "GetVersionResponse": GetVersionResponse,
         "ShutdownRequest": ShutdownRequest,
         "ShutdownResponse": ShutdownResponse,
@@ -802,6 +1217,7 @@ _DESC = file_desc(
         "ConfigureResponse": ConfigureResponse,
         "ConfigureFailure": ConfigureFailure,
         "SubscribeRequest": SubscribeRequest,
+        "StartMode": StartMode,
     },
 )
 

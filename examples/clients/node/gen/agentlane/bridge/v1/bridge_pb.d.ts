@@ -1,6 +1,13 @@
 // The contract of `agentlane-bridge`: a local server on 127.0.0.1 that hosts
-// one AgentLane backend (one conversation) and lets any language drive it
-// over Connect (HTTP/1.1, JSON or binary proto).
+// AgentLane backends (conversations, one backend each) and lets any language
+// drive them over Connect (HTTP/1.1, JSON or binary proto).
+//
+// Conversations: the bridge starts with one, the default conversation (id
+// "default"), unless it was started with `--no-default-conversation`.
+// `ConversationService` creates, lists and closes more. Every `AgentService`
+// request has a `conversation_id` field; absent or empty addresses the
+// default conversation, so a client that knows one conversation keeps
+// working unchanged.
 //
 // Evolution: additive only (new fields, messages, RPCs, oneof cases), checked
 // with `buf breaking` against the last release. A breaking change ships as
@@ -15,7 +22,7 @@
 // @generated from file agentlane/bridge/v1/bridge.proto (package agentlane.bridge.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
@@ -50,6 +57,14 @@ export declare type PromptResponse = Message<"agentlane.bridge.v1.PromptResponse
     value: InvalidLine;
     case: "invalidLine";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * On the run's terminal item only: the run's token usage totals, summed
+   * from its records (capability "usage").
+   *
+   * @generated from field: agentlane.bridge.v1.Usage usage = 3;
+   */
+  usage?: Usage | undefined;
 };
 
 /**
@@ -250,6 +265,208 @@ export declare type GetVersionRequest = Message<"agentlane.bridge.v1.GetVersionR
 export declare const GetVersionRequestSchema: GenMessage<GetVersionRequest>;
 
 /**
+ * @generated from message agentlane.bridge.v1.CreateConversationRequest
+ */
+export declare type CreateConversationRequest = Message<"agentlane.bridge.v1.CreateConversationRequest"> & {
+  /**
+   * @generated from field: agentlane.bridge.v1.StartMode start_mode = 1;
+   */
+  startMode: StartMode;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.CreateConversationRequest.
+ * Use `create(CreateConversationRequestSchema)` to create a new message.
+ */
+export declare const CreateConversationRequestSchema: GenMessage<CreateConversationRequest>;
+
+/**
+ * @generated from message agentlane.bridge.v1.CreateConversationResponse
+ */
+export declare type CreateConversationResponse = Message<"agentlane.bridge.v1.CreateConversationResponse"> & {
+  /**
+   * @generated from field: agentlane.bridge.v1.Conversation conversation = 1;
+   */
+  conversation?: Conversation | undefined;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.CreateConversationResponse.
+ * Use `create(CreateConversationResponseSchema)` to create a new message.
+ */
+export declare const CreateConversationResponseSchema: GenMessage<CreateConversationResponse>;
+
+/**
+ * @generated from message agentlane.bridge.v1.ListConversationsRequest
+ */
+export declare type ListConversationsRequest = Message<"agentlane.bridge.v1.ListConversationsRequest"> & {
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.ListConversationsRequest.
+ * Use `create(ListConversationsRequestSchema)` to create a new message.
+ */
+export declare const ListConversationsRequestSchema: GenMessage<ListConversationsRequest>;
+
+/**
+ * @generated from message agentlane.bridge.v1.ListConversationsResponse
+ */
+export declare type ListConversationsResponse = Message<"agentlane.bridge.v1.ListConversationsResponse"> & {
+  /**
+   * @generated from field: repeated agentlane.bridge.v1.Conversation conversations = 1;
+   */
+  conversations: Conversation[];
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.ListConversationsResponse.
+ * Use `create(ListConversationsResponseSchema)` to create a new message.
+ */
+export declare const ListConversationsResponseSchema: GenMessage<ListConversationsResponse>;
+
+/**
+ * One open conversation.
+ *
+ * @generated from message agentlane.bridge.v1.Conversation
+ */
+export declare type Conversation = Message<"agentlane.bridge.v1.Conversation"> & {
+  /**
+   * The id to put in `conversation_id` ("default" for the default one).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Its backend's exact `ready` line.
+   *
+   * @generated from field: string ready_json = 2;
+   */
+  readyJson: string;
+
+  /**
+   * How its backend started (cold or warm).
+   *
+   * @generated from field: agentlane.bridge.v1.StartMode start_mode = 3;
+   */
+  startMode: StartMode;
+
+  /**
+   * Its backend's process id (the leader of its process group).
+   *
+   * @generated from field: uint32 backend_pid = 4;
+   */
+  backendPid: number;
+
+  /**
+   * True while a run is active.
+   *
+   * @generated from field: bool running = 5;
+   */
+  running: boolean;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.Conversation.
+ * Use `create(ConversationSchema)` to create a new message.
+ */
+export declare const ConversationSchema: GenMessage<Conversation>;
+
+/**
+ * @generated from message agentlane.bridge.v1.CloseConversationRequest
+ */
+export declare type CloseConversationRequest = Message<"agentlane.bridge.v1.CloseConversationRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * How long the backend may take to exit after `shutdown` before its
+   * process group is SIGKILLed; 0 means the bridge's `--grace-ms`.
+   *
+   * @generated from field: uint32 grace_ms = 2;
+   */
+  graceMs: number;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.CloseConversationRequest.
+ * Use `create(CloseConversationRequestSchema)` to create a new message.
+ */
+export declare const CloseConversationRequestSchema: GenMessage<CloseConversationRequest>;
+
+/**
+ * @generated from message agentlane.bridge.v1.CloseConversationResponse
+ */
+export declare type CloseConversationResponse = Message<"agentlane.bridge.v1.CloseConversationResponse"> & {
+  /**
+   * The backend's exit status, or -1 when a signal ended it.
+   *
+   * @generated from field: int32 backend_exit_code = 1;
+   */
+  backendExitCode: number;
+
+  /**
+   * The signal that ended the backend, or 0.
+   *
+   * @generated from field: int32 backend_signal = 2;
+   */
+  backendSignal: number;
+
+  /**
+   * True when the grace ran out and the backend's group was SIGKILLed.
+   *
+   * @generated from field: bool killed = 3;
+   */
+  killed: boolean;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.CloseConversationResponse.
+ * Use `create(CloseConversationResponseSchema)` to create a new message.
+ */
+export declare const CloseConversationResponseSchema: GenMessage<CloseConversationResponse>;
+
+/**
+ * A run's token usage totals, as reported by the model: the `usage` of
+ * every model response of the run (each response once, by its id, whether
+ * it came in a `model_stream` completed event or an `llm_end` record),
+ * summed. The bridge adds, it never estimates.
+ *
+ * @generated from message agentlane.bridge.v1.Usage
+ */
+export declare type Usage = Message<"agentlane.bridge.v1.Usage"> & {
+  /**
+   * @generated from field: uint64 prompt_tokens = 1;
+   */
+  promptTokens: bigint;
+
+  /**
+   * @generated from field: uint64 completion_tokens = 2;
+   */
+  completionTokens: bigint;
+
+  /**
+   * @generated from field: uint64 total_tokens = 3;
+   */
+  totalTokens: bigint;
+
+  /**
+   * How many model responses carried usage (0: the model reported none).
+   *
+   * @generated from field: uint32 responses = 4;
+   */
+  responses: number;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.Usage.
+ * Use `create(UsageSchema)` to create a new message.
+ */
+export declare const UsageSchema: GenMessage<Usage>;
+
+/**
  * @generated from message agentlane.bridge.v1.GetVersionResponse
  */
 export declare type GetVersionResponse = Message<"agentlane.bridge.v1.GetVersionResponse"> & {
@@ -356,6 +573,14 @@ export declare type PromptRequest = Message<"agentlane.bridge.v1.PromptRequest">
    * @generated from field: string text = 1;
    */
   text: string;
+
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   * `not_found` for an unknown (or closed) id.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
 };
 
 /**
@@ -386,6 +611,14 @@ export declare type ApproveRequest = Message<"agentlane.bridge.v1.ApproveRequest
    * @generated from field: optional string reason = 3;
    */
   reason?: string | undefined;
+
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   * `not_found` for an unknown (or closed) id.
+   *
+   * @generated from field: string conversation_id = 4;
+   */
+  conversationId: string;
 };
 
 /**
@@ -416,6 +649,13 @@ export declare const ApproveResponseSchema: GenMessage<ApproveResponse>;
  * @generated from message agentlane.bridge.v1.CancelRequest
  */
 export declare type CancelRequest = Message<"agentlane.bridge.v1.CancelRequest"> & {
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   * `not_found` for an unknown (or closed) id.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
 };
 
 /**
@@ -448,6 +688,13 @@ export declare const CancelResponseSchema: GenMessage<CancelResponse>;
  * @generated from message agentlane.bridge.v1.ResetRequest
  */
 export declare type ResetRequest = Message<"agentlane.bridge.v1.ResetRequest"> & {
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   * `not_found` for an unknown (or closed) id.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
 };
 
 /**
@@ -485,6 +732,14 @@ export declare type ConfigureRequest = Message<"agentlane.bridge.v1.ConfigureReq
    * @generated from field: string patch_json = 1;
    */
   patchJson: string;
+
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   * `not_found` for an unknown (or closed) id.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
 };
 
 /**
@@ -552,6 +807,14 @@ export declare type SubscribeRequest = Message<"agentlane.bridge.v1.SubscribeReq
    * @generated from field: bool batched = 1;
    */
   batched: boolean;
+
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   * `not_found` for an unknown (or closed) id.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
 };
 
 /**
@@ -559,6 +822,40 @@ export declare type SubscribeRequest = Message<"agentlane.bridge.v1.SubscribeReq
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export declare const SubscribeRequestSchema: GenMessage<SubscribeRequest>;
+
+/**
+ * How a conversation's backend starts.
+ *
+ * @generated from enum agentlane.bridge.v1.StartMode
+ */
+export enum StartMode {
+  /**
+   * The bridge's default: warm when it was started with `--warm`, else cold.
+   *
+   * @generated from enum value: START_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A new Python process that imports the app (capability "cold").
+   *
+   * @generated from enum value: START_MODE_COLD = 1;
+   */
+  COLD = 1,
+
+  /**
+   * Forked from the bridge's one prefork server, the app already imported
+   * (capability "warm", only with `--warm`).
+   *
+   * @generated from enum value: START_MODE_WARM = 2;
+   */
+  WARM = 2,
+}
+
+/**
+ * Describes the enum agentlane.bridge.v1.StartMode.
+ */
+export declare const StartModeSchema: GenEnum<StartMode>;
 
 /**
  * The bridge process itself.
@@ -598,6 +895,53 @@ export declare const BridgeControlService: GenService<{
     methodKind: "unary";
     input: typeof ShutdownRequestSchema;
     output: typeof ShutdownResponseSchema;
+  },
+}>;
+
+/**
+ * The bridge's conversations, each its own backend (its own process group,
+ * its own session, its own stream queues): one conversation's crash, slow
+ * client or refusal never touches another. Capability "conversations".
+ *
+ * @generated from service agentlane.bridge.v1.ConversationService
+ */
+export declare const ConversationService: GenService<{
+  /**
+   * Starts a conversation's backend and answers once its `ready` line came.
+   * `resource_exhausted` past the bridge's `--max-conversations`;
+   * `unavailable` when its backend failed to start or the bridge is
+   * shutting down; `invalid_argument` for a start mode the bridge does not
+   * offer (`warm` without `--warm`).
+   *
+   * @generated from rpc agentlane.bridge.v1.ConversationService.CreateConversation
+   */
+  createConversation: {
+    methodKind: "unary";
+    input: typeof CreateConversationRequestSchema;
+    output: typeof CreateConversationResponseSchema;
+  },
+  /**
+   * The open conversations, in creation order.
+   *
+   * @generated from rpc agentlane.bridge.v1.ConversationService.ListConversations
+   */
+  listConversations: {
+    methodKind: "unary";
+    input: typeof ListConversationsRequestSchema;
+    output: typeof ListConversationsResponseSchema;
+  },
+  /**
+   * Ends a conversation: refuses its new calls, sends `shutdown` to its
+   * backend, SIGKILLs its process group after the grace, ends its streams
+   * (`unavailable`) and answers with its backend's exit. `not_found` for an
+   * unknown id.
+   *
+   * @generated from rpc agentlane.bridge.v1.ConversationService.CloseConversation
+   */
+  closeConversation: {
+    methodKind: "unary";
+    input: typeof CloseConversationRequestSchema;
+    output: typeof CloseConversationResponseSchema;
   },
 }>;
 

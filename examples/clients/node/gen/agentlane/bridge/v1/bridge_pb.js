@@ -1,6 +1,13 @@
 // The contract of `agentlane-bridge`: a local server on 127.0.0.1 that hosts
-// one AgentLane backend (one conversation) and lets any language drive it
-// over Connect (HTTP/1.1, JSON or binary proto).
+// AgentLane backends (conversations, one backend each) and lets any language
+// drive them over Connect (HTTP/1.1, JSON or binary proto).
+//
+// Conversations: the bridge starts with one, the default conversation (id
+// "default"), unless it was started with `--no-default-conversation`.
+// `ConversationService` creates, lists and closes more. Every `AgentService`
+// request has a `conversation_id` field; absent or empty addresses the
+// default conversation, so a client that knows one conversation keeps
+// working unchanged.
 //
 // Evolution: additive only (new fields, messages, RPCs, oneof cases), checked
 // with `buf breaking` against the last release. A breaking change ships as
@@ -15,13 +22,13 @@
 // @generated from file agentlane/bridge/v1/bridge.proto (package agentlane.bridge.v1, syntax proto3)
 /* eslint-disable */
 
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
 
 /**
  * Describes the file agentlane/bridge/v1/bridge.proto.
  */
 export const file_agentlane_bridge_v1_bridge = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGxhbmUvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxITYWdlbnRsYW5lLmJyaWRnZS52MSKFAQoOUHJvbXB0UmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAQgYKBGl0ZW0iugEKEVN1YnNjcmliZVJlc3BvbnNlEjEKBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudEgAEjgKDGludmFsaWRfbGluZRgCIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuSW52YWxpZExpbmVIABIwCgViYXRjaBgDIAEoCzIfLmFnZW50bGFuZS5icmlkZ2UudjEuRXZlbnRCYXRjaEgAQgYKBGl0ZW0iLQoKRXZlbnRCYXRjaBIRCglmaXJzdF9zZXEYASABKAQSDAoEanNvbhgCIAEoCSI2CgtCcmlkZ2VFdmVudBILCgNzZXEYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRqc29uGAMgASgJIlwKC0ludmFsaWRMaW5lEgsKA3NlcRgBIAEoBBIPCgdtZXNzYWdlGAIgASgJEg4KBmZpZWxkcxgDIAMoCRIRCglsaW5lX2hlYWQYBCABKAkSDAoEY29kZRgFIAEoCSINCgtQaW5nUmVxdWVzdCIfCgxQaW5nUmVzcG9uc2USDwoHbWVzc2FnZRgBIAEoCSITChFHZXRWZXJzaW9uUmVxdWVzdCJ9ChJHZXRWZXJzaW9uUmVzcG9uc2USFgoOYnJpZGdlX3ZlcnNpb24YASABKAkSCwoDYXBpGAIgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YAyABKAkSEgoKcmVhZHlfanNvbhgEIAEoCRIUCgxjYXBhYmlsaXRpZXMYBSADKAkiIwoPU2h1dGRvd25SZXF1ZXN0EhAKCGdyYWNlX21zGAEgASgNIlUKEFNodXRkb3duUmVzcG9uc2USGQoRYmFja2VuZF9leGl0X2NvZGUYASABKAUSFgoOYmFja2VuZF9zaWduYWwYAiABKAUSDgoGa2lsbGVkGAMgASgIIh0KDVByb21wdFJlcXVlc3QSDAoEdGV4dBgBIAEoCSJNCg5BcHByb3ZlUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEhMKBnJlYXNvbhgDIAEoCUgAiAEBQgkKB19yZWFzb24iRQoPQXBwcm92ZVJlc3BvbnNlEjIKCHJlc29sdmVkGAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCIPCg1DYW5jZWxSZXF1ZXN0IkEKDkNhbmNlbFJlc3BvbnNlEi8KBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCIOCgxSZXNldFJlcXVlc3QiQAoNUmVzZXRSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiJgoQQ29uZmlndXJlUmVxdWVzdBISCgpwYXRjaF9qc29uGAEgASgJIkQKEUNvbmZpZ3VyZVJlc3BvbnNlEi8KBWV2ZW50GAEgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCJRChBDb25maWd1cmVGYWlsdXJlEgwKBGNvZGUYASABKAkSLwoFZXZlbnQYAiABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IiMKEFN1YnNjcmliZVJlcXVlc3QSDwoHYmF0Y2hlZBgBIAEoCDKbAgoUQnJpZGdlQ29udHJvbFNlcnZpY2USSwoEUGluZxIgLmFnZW50bGFuZS5icmlkZ2UudjEuUGluZ1JlcXVlc3QaIS5hZ2VudGxhbmUuYnJpZGdlLnYxLlBpbmdSZXNwb25zZRJdCgpHZXRWZXJzaW9uEiYuYWdlbnRsYW5lLmJyaWRnZS52MS5HZXRWZXJzaW9uUmVxdWVzdBonLmFnZW50bGFuZS5icmlkZ2UudjEuR2V0VmVyc2lvblJlc3BvbnNlElcKCFNodXRkb3duEiQuYWdlbnRsYW5lLmJyaWRnZS52MS5TaHV0ZG93blJlcXVlc3QaJS5hZ2VudGxhbmUuYnJpZGdlLnYxLlNodXRkb3duUmVzcG9uc2UylgQKDEFnZW50U2VydmljZRJTCgZQcm9tcHQSIi5hZ2VudGxhbmUuYnJpZGdlLnYxLlByb21wdFJlcXVlc3QaIy5hZ2VudGxhbmUuYnJpZGdlLnYxLlByb21wdFJlc3BvbnNlMAESVAoHQXBwcm92ZRIjLmFnZW50bGFuZS5icmlkZ2UudjEuQXBwcm92ZVJlcXVlc3QaJC5hZ2VudGxhbmUuYnJpZGdlLnYxLkFwcHJvdmVSZXNwb25zZRJRCgZDYW5jZWwSIi5hZ2VudGxhbmUuYnJpZGdlLnYxLkNhbmNlbFJlcXVlc3QaIy5hZ2VudGxhbmUuYnJpZGdlLnYxLkNhbmNlbFJlc3BvbnNlEk4KBVJlc2V0EiEuYWdlbnRsYW5lLmJyaWRnZS52MS5SZXNldFJlcXVlc3QaIi5hZ2VudGxhbmUuYnJpZGdlLnYxLlJlc2V0UmVzcG9uc2USWgoJQ29uZmlndXJlEiUuYWdlbnRsYW5lLmJyaWRnZS52MS5Db25maWd1cmVSZXF1ZXN0GiYuYWdlbnRsYW5lLmJyaWRnZS52MS5Db25maWd1cmVSZXNwb25zZRJcCglTdWJzY3JpYmUSJS5hZ2VudGxhbmUuYnJpZGdlLnYxLlN1YnNjcmliZVJlcXVlc3QaJi5hZ2VudGxhbmUuYnJpZGdlLnYxLlN1YnNjcmliZVJlc3BvbnNlMAFiBnByb3RvMw");
+  fileDesc("CiBhZ2VudGxhbmUvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxITYWdlbnRsYW5lLmJyaWRnZS52MSKwAQoOUHJvbXB0UmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAEikKBXVzYWdlGAMgASgLMhouYWdlbnRsYW5lLmJyaWRnZS52MS5Vc2FnZUIGCgRpdGVtIroBChFTdWJzY3JpYmVSZXNwb25zZRIxCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnRIABI4CgxpbnZhbGlkX2xpbmUYAiABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkludmFsaWRMaW5lSAASMAoFYmF0Y2gYAyABKAsyHy5hZ2VudGxhbmUuYnJpZGdlLnYxLkV2ZW50QmF0Y2hIAEIGCgRpdGVtIi0KCkV2ZW50QmF0Y2gSEQoJZmlyc3Rfc2VxGAEgASgEEgwKBGpzb24YAiABKAkiNgoLQnJpZGdlRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDAoEanNvbhgDIAEoCSJcCgtJbnZhbGlkTGluZRILCgNzZXEYASABKAQSDwoHbWVzc2FnZRgCIAEoCRIOCgZmaWVsZHMYAyADKAkSEQoJbGluZV9oZWFkGAQgASgJEgwKBGNvZGUYBSABKAkiDQoLUGluZ1JlcXVlc3QiHwoMUGluZ1Jlc3BvbnNlEg8KB21lc3NhZ2UYASABKAkiEwoRR2V0VmVyc2lvblJlcXVlc3QiTwoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBIyCgpzdGFydF9tb2RlGAEgASgOMh4uYWdlbnRsYW5lLmJyaWRnZS52MS5TdGFydE1vZGUiVQoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USNwoMY29udmVyc2F0aW9uGAEgASgLMiEuYWdlbnRsYW5lLmJyaWRnZS52MS5Db252ZXJzYXRpb24iGgoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0IlUKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USOAoNY29udmVyc2F0aW9ucxgBIAMoCzIhLmFnZW50bGFuZS5icmlkZ2UudjEuQ29udmVyc2F0aW9uIogBCgxDb252ZXJzYXRpb24SCgoCaWQYASABKAkSEgoKcmVhZHlfanNvbhgCIAEoCRIyCgpzdGFydF9tb2RlGAMgASgOMh4uYWdlbnRsYW5lLmJyaWRnZS52MS5TdGFydE1vZGUSEwoLYmFja2VuZF9waWQYBCABKA0SDwoHcnVubmluZxgFIAEoCCI4ChhDbG9zZUNvbnZlcnNhdGlvblJlcXVlc3QSCgoCaWQYASABKAkSEAoIZ3JhY2VfbXMYAiABKA0iXgoZQ2xvc2VDb252ZXJzYXRpb25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiYgoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoBBIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoBBIUCgx0b3RhbF90b2tlbnMYAyABKAQSEQoJcmVzcG9uc2VzGAQgASgNIn0KEkdldFZlcnNpb25SZXNwb25zZRIWCg5icmlkZ2VfdmVyc2lvbhgBIAEoCRILCgNhcGkYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoCRISCgpyZWFkeV9qc29uGAQgASgJEhQKDGNhcGFiaWxpdGllcxgFIAMoCSIjCg9TaHV0ZG93blJlcXVlc3QSEAoIZ3JhY2VfbXMYASABKA0iVQoQU2h1dGRvd25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiNgoNUHJvbXB0UmVxdWVzdBIMCgR0ZXh0GAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSJmCg5BcHByb3ZlUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEhMKBnJlYXNvbhgDIAEoCUgAiAEBEhcKD2NvbnZlcnNhdGlvbl9pZBgEIAEoCUIJCgdfcmVhc29uIkUKD0FwcHJvdmVSZXNwb25zZRIyCghyZXNvbHZlZBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiKAoNQ2FuY2VsUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiQQoOQ2FuY2VsUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IicKDFJlc2V0UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiQAoNUmVzZXRSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiPwoQQ29uZmlndXJlUmVxdWVzdBISCgpwYXRjaF9qc29uGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSJEChFDb25maWd1cmVSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiUQoQQ29uZmlndXJlRmFpbHVyZRIMCgRjb2RlGAEgASgJEi8KBWV2ZW50GAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCI8ChBTdWJzY3JpYmVSZXF1ZXN0Eg8KB2JhdGNoZWQYASABKAgSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJKlEKCVN0YXJ0TW9kZRIaChZTVEFSVF9NT0RFX1VOU1BFQ0lGSUVEEAASEwoPU1RBUlRfTU9ERV9DT0xEEAESEwoPU1RBUlRfTU9ERV9XQVJNEAIymwIKFEJyaWRnZUNvbnRyb2xTZXJ2aWNlEksKBFBpbmcSIC5hZ2VudGxhbmUuYnJpZGdlLnYxLlBpbmdSZXF1ZXN0GiEuYWdlbnRsYW5lLmJyaWRnZS52MS5QaW5nUmVzcG9uc2USXQoKR2V0VmVyc2lvbhImLmFnZW50bGFuZS5icmlkZ2UudjEuR2V0VmVyc2lvblJlcXVlc3QaJy5hZ2VudGxhbmUuYnJpZGdlLnYxLkdldFZlcnNpb25SZXNwb25zZRJXCghTaHV0ZG93bhIkLmFnZW50bGFuZS5icmlkZ2UudjEuU2h1dGRvd25SZXF1ZXN0GiUuYWdlbnRsYW5lLmJyaWRnZS52MS5TaHV0ZG93blJlc3BvbnNlMvQCChNDb252ZXJzYXRpb25TZXJ2aWNlEnUKEkNyZWF0ZUNvbnZlcnNhdGlvbhIuLmFnZW50bGFuZS5icmlkZ2UudjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBovLmFnZW50bGFuZS5icmlkZ2UudjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2UScgoRTGlzdENvbnZlcnNhdGlvbnMSLS5hZ2VudGxhbmUuYnJpZGdlLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBouLmFnZW50bGFuZS5icmlkZ2UudjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRJyChFDbG9zZUNvbnZlcnNhdGlvbhItLmFnZW50bGFuZS5icmlkZ2UudjEuQ2xvc2VDb252ZXJzYXRpb25SZXF1ZXN0Gi4uYWdlbnRsYW5lLmJyaWRnZS52MS5DbG9zZUNvbnZlcnNhdGlvblJlc3BvbnNlMpYECgxBZ2VudFNlcnZpY2USUwoGUHJvbXB0EiIuYWdlbnRsYW5lLmJyaWRnZS52MS5Qcm9tcHRSZXF1ZXN0GiMuYWdlbnRsYW5lLmJyaWRnZS52MS5Qcm9tcHRSZXNwb25zZTABElQKB0FwcHJvdmUSIy5hZ2VudGxhbmUuYnJpZGdlLnYxLkFwcHJvdmVSZXF1ZXN0GiQuYWdlbnRsYW5lLmJyaWRnZS52MS5BcHByb3ZlUmVzcG9uc2USUQoGQ2FuY2VsEiIuYWdlbnRsYW5lLmJyaWRnZS52MS5DYW5jZWxSZXF1ZXN0GiMuYWdlbnRsYW5lLmJyaWRnZS52MS5DYW5jZWxSZXNwb25zZRJOCgVSZXNldBIhLmFnZW50bGFuZS5icmlkZ2UudjEuUmVzZXRSZXF1ZXN0GiIuYWdlbnRsYW5lLmJyaWRnZS52MS5SZXNldFJlc3BvbnNlEloKCUNvbmZpZ3VyZRIlLmFnZW50bGFuZS5icmlkZ2UudjEuQ29uZmlndXJlUmVxdWVzdBomLmFnZW50bGFuZS5icmlkZ2UudjEuQ29uZmlndXJlUmVzcG9uc2USXAoJU3Vic2NyaWJlEiUuYWdlbnRsYW5lLmJyaWRnZS52MS5TdWJzY3JpYmVSZXF1ZXN0GiYuYWdlbnRsYW5lLmJyaWRnZS52MS5TdWJzY3JpYmVSZXNwb25zZTABYgZwcm90bzM");
 
 /**
  * Describes the message agentlane.bridge.v1.PromptResponse.
@@ -80,102 +87,172 @@ export const GetVersionRequestSchema = /*@__PURE__*/
   messageDesc(file_agentlane_bridge_v1_bridge, 7);
 
 /**
+ * Describes the message agentlane.bridge.v1.CreateConversationRequest.
+ * Use `create(CreateConversationRequestSchema)` to create a new message.
+ */
+export const CreateConversationRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 8);
+
+/**
+ * Describes the message agentlane.bridge.v1.CreateConversationResponse.
+ * Use `create(CreateConversationResponseSchema)` to create a new message.
+ */
+export const CreateConversationResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 9);
+
+/**
+ * Describes the message agentlane.bridge.v1.ListConversationsRequest.
+ * Use `create(ListConversationsRequestSchema)` to create a new message.
+ */
+export const ListConversationsRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 10);
+
+/**
+ * Describes the message agentlane.bridge.v1.ListConversationsResponse.
+ * Use `create(ListConversationsResponseSchema)` to create a new message.
+ */
+export const ListConversationsResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 11);
+
+/**
+ * Describes the message agentlane.bridge.v1.Conversation.
+ * Use `create(ConversationSchema)` to create a new message.
+ */
+export const ConversationSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 12);
+
+/**
+ * Describes the message agentlane.bridge.v1.CloseConversationRequest.
+ * Use `create(CloseConversationRequestSchema)` to create a new message.
+ */
+export const CloseConversationRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 13);
+
+/**
+ * Describes the message agentlane.bridge.v1.CloseConversationResponse.
+ * Use `create(CloseConversationResponseSchema)` to create a new message.
+ */
+export const CloseConversationResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 14);
+
+/**
+ * Describes the message agentlane.bridge.v1.Usage.
+ * Use `create(UsageSchema)` to create a new message.
+ */
+export const UsageSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 15);
+
+/**
  * Describes the message agentlane.bridge.v1.GetVersionResponse.
  * Use `create(GetVersionResponseSchema)` to create a new message.
  */
 export const GetVersionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 8);
+  messageDesc(file_agentlane_bridge_v1_bridge, 16);
 
 /**
  * Describes the message agentlane.bridge.v1.ShutdownRequest.
  * Use `create(ShutdownRequestSchema)` to create a new message.
  */
 export const ShutdownRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 9);
+  messageDesc(file_agentlane_bridge_v1_bridge, 17);
 
 /**
  * Describes the message agentlane.bridge.v1.ShutdownResponse.
  * Use `create(ShutdownResponseSchema)` to create a new message.
  */
 export const ShutdownResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 10);
+  messageDesc(file_agentlane_bridge_v1_bridge, 18);
 
 /**
  * Describes the message agentlane.bridge.v1.PromptRequest.
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 11);
+  messageDesc(file_agentlane_bridge_v1_bridge, 19);
 
 /**
  * Describes the message agentlane.bridge.v1.ApproveRequest.
  * Use `create(ApproveRequestSchema)` to create a new message.
  */
 export const ApproveRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 12);
+  messageDesc(file_agentlane_bridge_v1_bridge, 20);
 
 /**
  * Describes the message agentlane.bridge.v1.ApproveResponse.
  * Use `create(ApproveResponseSchema)` to create a new message.
  */
 export const ApproveResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 13);
+  messageDesc(file_agentlane_bridge_v1_bridge, 21);
 
 /**
  * Describes the message agentlane.bridge.v1.CancelRequest.
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 14);
+  messageDesc(file_agentlane_bridge_v1_bridge, 22);
 
 /**
  * Describes the message agentlane.bridge.v1.CancelResponse.
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 15);
+  messageDesc(file_agentlane_bridge_v1_bridge, 23);
 
 /**
  * Describes the message agentlane.bridge.v1.ResetRequest.
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 16);
+  messageDesc(file_agentlane_bridge_v1_bridge, 24);
 
 /**
  * Describes the message agentlane.bridge.v1.ResetResponse.
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 17);
+  messageDesc(file_agentlane_bridge_v1_bridge, 25);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureRequest.
  * Use `create(ConfigureRequestSchema)` to create a new message.
  */
 export const ConfigureRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 18);
+  messageDesc(file_agentlane_bridge_v1_bridge, 26);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureResponse.
  * Use `create(ConfigureResponseSchema)` to create a new message.
  */
 export const ConfigureResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 19);
+  messageDesc(file_agentlane_bridge_v1_bridge, 27);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureFailure.
  * Use `create(ConfigureFailureSchema)` to create a new message.
  */
 export const ConfigureFailureSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 20);
+  messageDesc(file_agentlane_bridge_v1_bridge, 28);
 
 /**
  * Describes the message agentlane.bridge.v1.SubscribeRequest.
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 21);
+  messageDesc(file_agentlane_bridge_v1_bridge, 29);
+
+/**
+ * Describes the enum agentlane.bridge.v1.StartMode.
+ */
+export const StartModeSchema = /*@__PURE__*/
+  enumDesc(file_agentlane_bridge_v1_bridge, 0);
+
+/**
+ * How a conversation's backend starts.
+ *
+ * @generated from enum agentlane.bridge.v1.StartMode
+ */
+export const StartMode = /*@__PURE__*/
+  tsEnum(StartModeSchema);
 
 /**
  * The bridge process itself.
@@ -186,6 +263,16 @@ export const BridgeControlService = /*@__PURE__*/
   serviceDesc(file_agentlane_bridge_v1_bridge, 0);
 
 /**
+ * The bridge's conversations, each its own backend (its own process group,
+ * its own session, its own stream queues): one conversation's crash, slow
+ * client or refusal never touches another. Capability "conversations".
+ *
+ * @generated from service agentlane.bridge.v1.ConversationService
+ */
+export const ConversationService = /*@__PURE__*/
+  serviceDesc(file_agentlane_bridge_v1_bridge, 1);
+
+/**
  * The backend's conversation. One run at a time.
  *
  * A client must read a `Prompt` stream and call `Approve` concurrently (over
@@ -194,5 +281,5 @@ export const BridgeControlService = /*@__PURE__*/
  * @generated from service agentlane.bridge.v1.AgentService
  */
 export const AgentService = /*@__PURE__*/
-  serviceDesc(file_agentlane_bridge_v1_bridge, 1);
+  serviceDesc(file_agentlane_bridge_v1_bridge, 2);
 
