@@ -71,6 +71,8 @@ const goLibraryTests = [
   "TestProgramExitLeavesNoProcess",
   "TestStartFailures",
   "TestBackendDeathEndsTheStream",
+  "TestConversationsDoNotCross",
+  "TestConversationLimit",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

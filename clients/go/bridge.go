@@ -29,6 +29,18 @@ type Options struct {
 	// How long a backend may take to exit after `shutdown` (--grace-ms;
 	// 0: the bridge's 1500 ms).
 	GraceMs int
+	// Conversations (bridges with capability "conversations"): how many may
+	// be open at once, the default one included (--max-conversations; 0:
+	// the bridge's 64); how long a created conversation may sit idle
+	// before the bridge closes it (--idle-timeout-ms; 0: never); start
+	// without the default conversation (--no-default-conversation);
+	// start conversations warm, from one prefork server (--warm, with
+	// --supervisor when the supervisor is not beside the bridge).
+	MaxConversations      int
+	IdleTimeout           time.Duration
+	NoDefaultConversation bool
+	Warm                  bool
+	Supervisor            string
 	// More bridge arguments, before the launcher.
 	ExtraArgs []string
 	// The bridge's stderr, where it forwards its backends' diagnostics;
@@ -101,6 +113,21 @@ func bridgeArgs(opts *Options) []string {
 	}
 	if opts.GraceMs > 0 {
 		args = append(args, "--grace-ms", fmt.Sprint(opts.GraceMs))
+	}
+	if opts.MaxConversations > 0 {
+		args = append(args, "--max-conversations", fmt.Sprint(opts.MaxConversations))
+	}
+	if opts.IdleTimeout > 0 {
+		args = append(args, "--idle-timeout-ms", fmt.Sprint(opts.IdleTimeout.Milliseconds()))
+	}
+	if opts.NoDefaultConversation {
+		args = append(args, "--no-default-conversation")
+	}
+	if opts.Warm {
+		args = append(args, "--warm")
+	}
+	if opts.Supervisor != "" {
+		args = append(args, "--supervisor", absolutePath(opts.Supervisor))
 	}
 	args = append(args, opts.ExtraArgs...)
 	if len(opts.Launcher) > 0 {

@@ -12,7 +12,8 @@ type Conversation struct {
 	bridge *Bridge
 	// "" addresses the default conversation (no conversation_id sent,
 	// which every bridge understands).
-	id string
+	id   string
+	info ConversationInfo
 }
 
 // ID is the conversation's id ("" for the default conversation).

@@ -33,24 +33,26 @@ type InvalidLine struct {
 	LineHead string   `json:"lineHead"`
 }
 
-// Usage is a run's token usage summed over its records, as reported by the
-// model (newer bridges, capability "usage"; Reports 0: none reported).
+// Usage is a run's token usage totals, as reported by the model: the usage
+// of each of the run's model responses, summed by the bridge (capability
+// "usage"; Responses 0: the model reported none).
 type Usage struct {
-	InputTokens, OutputTokens, TotalTokens uint64
-	Reports                                uint32
+	PromptTokens, CompletionTokens, TotalTokens uint64
+	// How many model responses carried usage.
+	Responses uint32
 }
 
 func (u *Usage) UnmarshalJSON(data []byte) error {
 	var w struct {
-		InputTokens  wireUint64 `json:"inputTokens"`
-		OutputTokens wireUint64 `json:"outputTokens"`
-		TotalTokens  wireUint64 `json:"totalTokens"`
-		Reports      uint32     `json:"reports"`
+		PromptTokens     wireUint64 `json:"promptTokens"`
+		CompletionTokens wireUint64 `json:"completionTokens"`
+		TotalTokens      wireUint64 `json:"totalTokens"`
+		Responses        uint32     `json:"responses"`
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	*u = Usage{uint64(w.InputTokens), uint64(w.OutputTokens), uint64(w.TotalTokens), w.Reports}
+	*u = Usage{uint64(w.PromptTokens), uint64(w.CompletionTokens), uint64(w.TotalTokens), w.Responses}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -133,22 +134,41 @@ func launch(ctx context.Context, binary string, args []string, opts *Options) (*
 		liveness.Close()
 		return nil, nil, fail("cannot create the discovery pipe: "+err.Error(), err)
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdin, cmd.Stdout = stdinRead, stdoutWrite
-	cmd.Stderr = opts.Stderr
-	if opts.Stderr == nil {
-		cmd.Stderr = os.Stderr
+	stderrRead, stderrWrite, err := os.Pipe()
+	if err != nil {
+		stdinRead.Close()
+		liveness.Close()
+		stdoutRead.Close()
+		stdoutWrite.Close()
+		return nil, nil, fail("cannot create the stderr pipe: "+err.Error(), err)
 	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinRead, stdoutWrite, stderrWrite
 	cmd.Env = opts.Env
 	err = cmd.Start()
 	stdinRead.Close()
 	stdoutWrite.Close()
+	stderrWrite.Close()
 	if err != nil {
 		liveness.Close()
 		stdoutRead.Close()
+		stderrRead.Close()
 		return nil, nil, fail(fmt.Sprintf("cannot run %s: %v", binary, err), err)
 	}
 	p := &process{cmd: cmd, liveness: liveness, exited: make(chan struct{})}
+	// The bridge's stderr goes on to Options.Stderr through a pipe of our
+	// own (so that Wait never waits for a leftover holder of it), and its
+	// end is kept for a start that fails without a failed line.
+	stderr := &tail{limit: 2048, drained: make(chan struct{})}
+	destination := opts.Stderr
+	if destination == nil {
+		destination = os.Stderr
+	}
+	go func() {
+		defer close(stderr.drained)
+		defer stderrRead.Close()
+		_, _ = io.Copy(io.MultiWriter(destination, stderr), stderrRead)
+	}()
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -195,7 +215,16 @@ func launch(ctx context.Context, binary string, args []string, opts *Options) (*
 	p.kill()
 	<-p.exited
 	if line == "" {
-		return nil, nil, fail(fmt.Sprintf("%s ended (%v) without a discovery line", binary, p.waitErr), p.waitErr)
+		select {
+		case <-stderr.drained:
+		case <-time.After(time.Second):
+		}
+		e := &Error{Code: CodeStartFailed, Op: "start", Stderr: stderr.String(), Cause: p.waitErr,
+			Message: fmt.Sprintf("%s ended (%v) without a discovery line", binary, p.waitErr)}
+		if e.Stderr != "" {
+			e.Message += "; its stderr ended with: " + e.Stderr
+		}
+		return nil, nil, e
 	}
 	return nil, nil, fail(fmt.Sprintf("%s is not agentlane-bridge: its first line is %.200q", binary, line), nil)
 }
@@ -232,4 +261,28 @@ func readToken(path string) (string, error) {
 		return "", &Error{Code: CodeStartFailed, Op: "start", Message: "the token file " + path + " holds no token"}
 	}
 	return token, nil
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu      sync.Mutex
+	data    []byte
+	limit   int
+	drained chan struct{}
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.data = append(t.data, p...)
+	if over := len(t.data) - t.limit; over > 0 {
+		t.data = append(t.data[:0], t.data[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.data))
 }

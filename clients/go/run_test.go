@@ -74,6 +74,14 @@ func TestDemoConversationApprovedByTheHandler(t *testing.T) {
 		if len(approvals) != 1 || approvals[0].Err != nil || approvals[0].Outcome != want || approvals[0].Request.ID != asked[0].ID {
 			t.Fatalf("approvals %+v", approvals)
 		}
+		if usage := run.Usage(); v.Has("usage") {
+			// Two model turns, each reporting usage.
+			if usage == nil || usage.Responses != 2 || usage.TotalTokens == 0 || usage.TotalTokens != usage.PromptTokens+usage.CompletionTokens {
+				t.Fatalf("usage %+v", usage)
+			}
+		} else if usage != nil {
+			t.Fatalf("usage %+v from a bridge without the capability", usage)
+		}
 		var final struct {
 			FinalOutput string `json:"final_output"`
 		}
