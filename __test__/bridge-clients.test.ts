@@ -73,6 +73,8 @@ const goLibraryTests = [
   "TestBackendDeathEndsTheStream",
   "TestConversationsDoNotCross",
   "TestConversationLimit",
+  "TestHostileWire",
+  "TestConfigureFailureOfGarbage",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

@@ -207,8 +207,11 @@ func TestControlCallsAndRefusals(t *testing.T) {
 		t.Fatalf("Configure: %v %+v", err, config)
 	}
 	_, err = conv.Configure(ctx, `{"nope": 1}`)
-	if e := wantCode(t, err, agentlane.CodeInvalidArgument); len(e.Details) == 0 || !strings.HasSuffix(e.Details[0].Type, "ConfigureFailure") {
-		t.Fatalf("a rejected patch's details: %+v", e.Details)
+	wantCode(t, err, agentlane.CodeInvalidArgument)
+	failure, ok := agentlane.ConfigureFailureOf(err)
+	if !ok || failure.Code != "rejected" || failure.Event == nil || failure.Event.Type != "config" || failure.Event.Seq <= config.Seq ||
+		!strings.Contains(failure.Event.JSON, `"ok":false`) || !strings.Contains(failure.Event.JSON, `"model":"scripted-2"`) {
+		t.Fatalf("a rejected patch's detail: %v %+v", ok, failure)
 	}
 	_, err = conv.Configure(ctx, "[1]")
 	wantCode(t, err, agentlane.CodeInvalidArgument)
