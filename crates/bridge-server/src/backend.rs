@@ -3,8 +3,11 @@
 //! one writer thread in the order frames are queued, its exit reported once.
 //!
 //! No process may outlive the bridge: the whole group is signalled (so a
-//! tool's own subprocesses go too), and on Linux the backend gets SIGKILL
-//! from the kernel if the bridge dies without cleaning up.
+//! tool's own subprocesses go too), and on Linux a cold backend gets
+//! SIGKILL from the kernel if the bridge dies without cleaning up. A warm
+//! backend (forked by the prefork server, [`Backend::fork`]) is contained
+//! by its own adopting supervisor, which ends its tree when the bridge's
+//! end of its control socket closes, the bridge's death included.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -14,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bridge_core::reader::{spawn_reader, Batch, BatchSink, ReaderOptions, StreamKind};
+use bridge_prefork::{PreforkServer, Report};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
@@ -55,6 +59,8 @@ pub enum Output {
 pub struct Backend {
     pid: u32,
     frames: std::sync::mpsc::Sender<String>,
+    /// A warm backend's supervisor reaps its group; the bridge does not.
+    warm: bool,
 }
 
 /// Sends reader batches into the bridge's event loop; blocking here is the
@@ -120,7 +126,76 @@ impl Backend {
         let frames = spawn_writer(child.stdin.take().expect("piped stdin"))?;
         let pid = child.id();
         spawn_waiter(child, sender)?;
-        Ok((Backend { pid, frames }, receiver))
+        Ok((
+            Backend {
+                pid,
+                frames,
+                warm: false,
+            },
+            receiver,
+        ))
+    }
+
+    /// Forks a backend from the prefork server: blocks until its supervisor
+    /// reports it started (or failed). Its exit comes from the control
+    /// socket, which the bridge holds until then.
+    pub fn fork(
+        server: &PreforkServer,
+        term_grace: Duration,
+    ) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
+        let mut conversation = server
+            .start_conversation(term_grace)
+            .map_err(|error| std::io::Error::other(format!("the prefork server: {error}")))?;
+        let pid = match conversation.control.next_report()? {
+            Some(Report::Started { pid, .. }) => pid,
+            Some(Report::Failed { message, .. }) => {
+                return Err(std::io::Error::other(format!("the fork failed: {message}")))
+            }
+            other => {
+                return Err(std::io::Error::other(format!(
+                    "the fork's supervisor ended before it started ({other:?})"
+                )))
+            }
+        };
+        let (sender, receiver) = mpsc::channel(4);
+        spawn_reader(
+            conversation.stdout,
+            ReaderOptions::new(StreamKind::Events),
+            Forward(sender.clone(), StreamKind::Events),
+        )?;
+        spawn_reader(
+            conversation.stderr,
+            ReaderOptions::new(StreamKind::Text),
+            Forward(sender.clone(), StreamKind::Text),
+        )?;
+        let frames = spawn_writer(conversation.stdin)?;
+        let mut control = conversation.control;
+        std::thread::Builder::new()
+            .name("bridge-warm-wait".into())
+            .spawn(move || {
+                let mut status = ExitStatus {
+                    code: None,
+                    signal: None,
+                };
+                while let Ok(Some(report)) = control.next_report() {
+                    match report {
+                        Report::Exited(code) => status.code = Some(code),
+                        Report::Signaled(signal) => status.signal = Some(signal),
+                        _ => continue,
+                    }
+                    break;
+                }
+                let _ = sender.blocking_send(Output::Exited(status));
+                // `control` drops here: the supervisor has nothing left to end.
+            })?;
+        Ok((
+            Backend {
+                pid,
+                frames,
+                warm: true,
+            },
+            receiver,
+        ))
     }
 
     pub fn pid(&self) -> u32 {
@@ -144,7 +219,7 @@ impl Backend {
     /// children get SIGTERM, and SIGKILL if they are still there after
     /// `grace`.
     pub fn reap_group(&self, grace: Duration) {
-        if !self.signal_group(Some(Signal::SIGTERM)) {
+        if self.warm || !self.signal_group(Some(Signal::SIGTERM)) {
             return;
         }
         let until = Instant::now() + grace;
@@ -159,7 +234,7 @@ impl Backend {
 }
 
 fn spawn_writer(
-    mut stdin: std::process::ChildStdin,
+    mut stdin: impl Write + Send + 'static,
 ) -> std::io::Result<std::sync::mpsc::Sender<String>> {
     let (sender, frames) = std::sync::mpsc::channel::<String>();
     std::thread::Builder::new()

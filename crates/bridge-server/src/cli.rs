@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::backend::Launch;
+use crate::conversations::start::WarmFailure;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,6 +59,28 @@ pub struct ServeArgs {
     /// Do not treat end of file on stdin as the launcher's death.
     #[arg(long)]
     pub ignore_stdin: bool,
+    /// How many conversations may be open at once (the default one
+    /// included); `CreateConversation` past it is `resource_exhausted`.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_conversations: u16,
+    /// Close a created conversation that has had no run, no open stream
+    /// and no call for this long; 0: never. The default conversation is
+    /// never closed for idleness.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub idle_timeout_ms: u64,
+    /// Start without the default conversation: every call names a
+    /// conversation made with `CreateConversation`, and no conversation's
+    /// end stops the bridge.
+    #[arg(long)]
+    pub no_default_conversation: bool,
+    /// Start conversations warm: forked from one prefork server that
+    /// imported the app once (Unix; needs `process-bridge-supervisor`).
+    #[arg(long)]
+    pub warm: bool,
+    /// The `process-bridge-supervisor` for `--warm` (default:
+    /// $PROCESS_BRIDGE_SUPERVISOR, else the one beside this binary).
+    #[arg(long, value_name = "PATH")]
+    pub supervisor: Option<PathBuf>,
     /// A launcher to run Python with instead of `--python`, for example
     /// `-- uv run --project DIR python`; `-m agentlane_process_bridge --app
     /// MODULE:FACTORY` is appended.
@@ -66,6 +89,29 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The supervisor warm starts need, when `--warm` was given.
+    pub fn warm_supervisor(&self) -> Result<Option<PathBuf>, WarmFailure> {
+        if !self.warm {
+            return Ok(None);
+        }
+        let beside = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join("process-bridge-supervisor")));
+        let path = self
+            .supervisor
+            .clone()
+            .or_else(|| std::env::var_os("PROCESS_BRIDGE_SUPERVISOR").map(PathBuf::from))
+            .or(beside)
+            .ok_or_else(|| WarmFailure("--warm: no process-bridge-supervisor found".into()))?;
+        if !path.is_file() {
+            return Err(WarmFailure(format!(
+                "--warm needs process-bridge-supervisor, not found at {} (pass --supervisor PATH)",
+                path.display()
+            )));
+        }
+        Ok(Some(path))
+    }
+
     pub fn launch(&self) -> Launch {
         let (program, mut args) = match self.launcher.split_first() {
             Some((program, rest)) => (program.clone(), rest.to_vec()),
@@ -93,6 +139,12 @@ impl ServeArgs {
             "--ready-timeout-ms".into(),
             self.ready_timeout_ms.to_string().into(),
         ]);
+        if self.warm {
+            args.push("--warm".into());
+        }
+        if let Some(supervisor) = &self.supervisor {
+            args.extend(["--supervisor".into(), supervisor.clone().into_os_string()]);
+        }
         if !self.launcher.is_empty() {
             args.push("--".into());
             args.extend(self.launcher.iter().cloned());

@@ -61,6 +61,12 @@ impl Lifecycle {
         self.exit.send_replace(Some(ExitReport { status, killed }));
     }
 
+    /// Reports an exit as given (the bridge's, once every conversation
+    /// closed: its default conversation's).
+    pub fn report(&self, report: ExitReport) {
+        self.exit.send_replace(Some(report));
+    }
+
     /// Resolves once the backend has exited and its output was processed.
     pub async fn exited(&self) -> ExitReport {
         first_value(&self.exit).await

@@ -9,6 +9,7 @@ mod backend;
 mod check;
 mod cli;
 mod conversation;
+mod conversations;
 mod guard;
 mod lifecycle;
 mod outgoing;

@@ -6,7 +6,9 @@
 //! from a borrowing view, and connectrpc's segmented encoding hands a large
 //! line to the response body by reference count (no copy at all). The JSON
 //! form is the proto3 JSON mapping of the same message, written by serde;
-//! a test checks both against the generated messages.
+//! a test checks both against the generated messages. A run's terminal
+//! item (small, once per run) carries the run's usage and is built as the
+//! generated message.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use buffa::bytes::Bytes;
 use connectrpc::{CodecFormat, ConnectError, Encodable, EncodedBody};
 use serde::Serialize;
 
-use crate::conversation::{Item, Out};
+use crate::conversation::{Item, Out, UsageTotals};
 use crate::proto::agentlane::bridge::v1 as pb;
 use pb::__buffa::view::{BridgeEventView, InvalidLineView};
 
@@ -110,10 +112,75 @@ fn invalid_view(item: &Item) -> Option<InvalidLineView<'_>> {
     })
 }
 
+/// The terminal item of a run as the generated message, with its usage.
+fn final_prompt_response(item: &Item, usage: &UsageTotals) -> pb::PromptResponse {
+    use pb::__buffa::oneof::prompt_response::Item as Case;
+    let case = match item {
+        Item::Event {
+            seq,
+            event_type,
+            line,
+        } => Case::from(pb::BridgeEvent {
+            seq: *seq,
+            r#type: event_type.as_str().into(),
+            json: line.to_string(),
+            ..Default::default()
+        }),
+        Item::Invalid {
+            seq,
+            code,
+            message,
+            fields,
+            head,
+        } => Case::from(pb::InvalidLine {
+            seq: *seq,
+            message: message.clone(),
+            fields: fields.clone(),
+            line_head: head.clone(),
+            code: (*code).into(),
+            ..Default::default()
+        }),
+    };
+    pb::PromptResponse {
+        item: Some(case),
+        usage: pb::Usage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            responses: usage.responses,
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    }
+}
+
+/// How each stream message encodes a terminal item: `PromptResponse` with
+/// its usage; a subscriber never gets one (the item alone would do).
+trait FinalForm {
+    fn encode_final(item: &Item, usage: &UsageTotals, codec: CodecFormat) -> Option<Result<Bytes, ConnectError>>;
+}
+
+impl FinalForm for pb::PromptResponse {
+    fn encode_final(item: &Item, usage: &UsageTotals, codec: CodecFormat) -> Option<Result<Bytes, ConnectError>> {
+        let message = final_prompt_response(item, usage);
+        Some(match codec {
+            CodecFormat::Json => connectrpc::codec::encode_json(&message),
+            _ => connectrpc::codec::encode_proto(&message),
+        })
+    }
+}
+
+impl FinalForm for pb::SubscribeResponse {
+    fn encode_final(_: &Item, _: &UsageTotals, _: CodecFormat) -> Option<Result<Bytes, ConnectError>> {
+        None
+    }
+}
+
 impl Outgoing {
     fn json(&self) -> Result<Bytes, ConnectError> {
         let item = match &self.0 {
-            Out::One(item) => match &**item {
+            Out::One(item) | Out::Final { item, .. } => match &**item {
                 Item::Event { .. } => JsonItem::Event(json_event(item).expect("an event")),
                 Item::Invalid {
                     seq,
@@ -142,7 +209,7 @@ impl Outgoing {
     /// A single event's line, shared (not copied) as the body's backing.
     fn backing(&self) -> Option<Bytes> {
         match &self.0 {
-            Out::One(item) => match &**item {
+            Out::One(item) | Out::Final { item, .. } => match &**item {
                 Item::Event { line, .. } => Some(Bytes::from_owner(LineOwner(line.clone()))),
                 Item::Invalid { .. } => None,
             },
@@ -159,7 +226,7 @@ macro_rules! outgoing_as {
             fn $case(&self) -> Result<pb::__buffa::view::$view<'_>, ConnectError> {
                 use pb::__buffa::view::oneof::$case::Item as Case;
                 let item = match &self.0 {
-                    Out::One(item) => match (event_view(item), invalid_view(item)) {
+                    Out::One(item) | Out::Final { item, .. } => match (event_view(item), invalid_view(item)) {
                         (Some(event), _) => Case::Event(Box::new(event)),
                         (None, Some(invalid)) => Case::InvalidLine(Box::new(invalid)),
                         (None, None) => unreachable!("an item is an event or an invalid line"),
@@ -180,6 +247,11 @@ macro_rules! outgoing_as {
 
         impl Encodable<$message> for Outgoing {
             fn encode(&self, codec: CodecFormat) -> Result<Bytes, ConnectError> {
+                if let Out::Final { item, usage } = &self.0 {
+                    if let Some(encoded) = <$message as FinalForm>::encode_final(item, usage, codec) {
+                        return encoded;
+                    }
+                }
                 match codec {
                     CodecFormat::Json => self.json(),
                     // Proto, and any codec added later (which the view refuses).
@@ -188,6 +260,9 @@ macro_rules! outgoing_as {
             }
 
             fn encode_segments(&self, codec: CodecFormat) -> Result<EncodedBody, ConnectError> {
+                if matches!(self.0, Out::Final { .. }) {
+                    return <Self as Encodable<$message>>::encode(self, codec).map(EncodedBody::from);
+                }
                 match (codec, self.backing()) {
                     (CodecFormat::Proto, Some(backing)) => {
                         connectrpc::__codegen::encode_view_body_segments(

@@ -1,5 +1,6 @@
-//! The bridge's life, in order: token, backend, `ready`, listener, the
-//! discovery line, serving, and the one shutdown path.
+//! The bridge's life, in order: token, the prefork server (`--warm`), the
+//! default conversation's `ready`, listener, the discovery line, serving,
+//! and the one shutdown path (every conversation closed at once).
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -7,25 +8,22 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bridge_core::reader::{Item as ReaderItem, StreamEnd};
 use connectrpc::{CompressionPolicy, ConnectRpcService, DeadlinePolicy, Limits, Router};
-use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use crate::backend::{self, Backend, ExitStatus};
+use crate::backend::ExitStatus;
 use crate::cli::ServeArgs;
-use crate::conversation::{Conversation, StartFailure, EXIT_DRAIN};
+use crate::conversations::start::{Starter, WarmFailure};
+use crate::conversations::{self as registry, Conversations, Failed};
 use crate::guard::Guard;
-use crate::lifecycle::Lifecycle;
-use crate::service::{Agent, Control, API};
+use crate::lifecycle::{ExitReport, Lifecycle};
+use crate::service::{capabilities, Agent, Control, ConversationsApi, API};
 use crate::token::TokenFile;
 
 /// The discovery line's schema version.
 const SCHEMA: u32 = 1;
-/// How long the group's leftovers get after SIGTERM before SIGKILL.
-const TERM_GRACE: Duration = Duration::from_millis(500);
 /// Request bodies: a prompt may hold 1,000,000 code points (up to 4 MB of
 /// UTF-8) plus its envelope.
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
@@ -72,18 +70,17 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             )
         }
     };
-    let launch = args.launch();
-    // Spawned on the main thread, which lives as long as the bridge (the
-    // Linux parent-death signal follows the spawning thread).
-    let (backend, outputs) = match Backend::spawn(&launch) {
-        Ok(spawned) => spawned,
-        Err(error) => {
-            let program = launch.program.to_string_lossy();
-            return failed(
-                "spawn",
-                &format!("cannot start {program}: {error}"),
-                Details::default(),
-            );
+    let grace = Duration::from_millis(args.grace_ms);
+    // The prefork server (with --warm) starts now; its handshake is awaited
+    // in the runtime.
+    let starter = match args
+        .warm_supervisor()
+        .and_then(|supervisor| Starter::new(args.launch(), supervisor, grace))
+    {
+        Ok(starter) => starter,
+        Err(WarmFailure(message)) => {
+            token.remove();
+            return failed("prefork", &message, Details::default());
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -93,80 +90,65 @@ pub fn serve(args: ServeArgs) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            backend.signal_group(Some(Signal::SIGKILL));
-            let backend_pid = Some(backend.pid());
-            return failed(
-                "runtime",
-                &error.to_string(),
-                Details {
-                    backend_pid,
-                    ..Details::default()
-                },
-            );
+            token.remove();
+            return failed("runtime", &error.to_string(), Details::default());
         }
     };
-    let code = runtime.block_on(bridge(args, token.clone(), backend, outputs));
+    let code = runtime.block_on(bridge(args, token.clone(), starter));
     token.remove();
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
 }
 
-async fn bridge(
-    args: ServeArgs,
-    token: Arc<TokenFile>,
-    backend: Backend,
-    outputs: mpsc::Receiver<backend::Output>,
-) -> ExitCode {
-    let backend_pid = backend.pid();
-    let (conversation, ready) = Conversation::new(backend);
-    let lifecycle = Arc::new(Lifecycle::new(Duration::from_millis(args.grace_ms)));
+async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> ExitCode {
+    let grace = Duration::from_millis(args.grace_ms);
+    let lifecycle = Arc::new(Lifecycle::new(grace));
     watch_signals(lifecycle.clone());
-    tokio::spawn(pump(conversation.clone(), outputs, lifecycle.clone()));
+    let conversations = Conversations::new(
+        starter,
+        registry::Limits {
+            max: usize::from(args.max_conversations),
+            idle_timeout: (args.idle_timeout_ms > 0)
+                .then(|| Duration::from_millis(args.idle_timeout_ms)),
+            ready_timeout: Duration::from_millis(args.ready_timeout_ms),
+            grace,
+        },
+    );
 
-    // 1. The backend's ready (its version is checked by the validator).
-    // A stop asked for meanwhile (SIGTERM, stdin EOF) ends the wait too.
-    let stopped = async {
-        lifecycle.stop_requested().await;
-        StartFailure {
-            stage: "stopped",
-            message: "asked to stop before the backend was ready".into(),
-            exit: None,
+    // 1. The prefork server's handshake (with --warm), then the default
+    // conversation's ready (its version is checked by the validator). A
+    // stop asked for meanwhile (SIGTERM, stdin EOF) ends the wait too.
+    let warm = tokio::select! {
+        warm = conversations.starter.warm_ready(Duration::from_millis(args.ready_timeout_ms)) => warm,
+        _ = lifecycle.stop_requested() => Err(WarmFailure("asked to stop before the prefork server was ready".into())),
+    };
+    if let Err(WarmFailure(message)) = warm {
+        return failed("prefork", &message, Details::default());
+    }
+    let default = if args.no_default_conversation {
+        None
+    } else {
+        match conversations.start_default(&lifecycle).await {
+            Ok(hosted) => Some(hosted),
+            Err(Failed {
+                failure,
+                stderr,
+                backend_pid,
+            }) => {
+                conversations.starter.shutdown();
+                let details = Details {
+                    exit: failure.exit,
+                    stderr,
+                    backend_pid,
+                };
+                return failed(failure.stage, &failure.message, details);
+            }
         }
     };
-    let startup = tokio::select! {
-        startup = tokio::time::timeout(Duration::from_millis(args.ready_timeout_ms), ready) => startup,
-        failure = stopped => Ok(Ok(Err(failure))),
-    };
-    let ready_line = match startup {
-        Ok(Ok(Ok(line))) => line,
-        outcome => {
-            let failure = match outcome {
-                Ok(Ok(Err(failure))) => failure,
-                Err(_) => StartFailure {
-                    stage: "timeout",
-                    message: format!(
-                        "no ready event from the backend within {} ms",
-                        args.ready_timeout_ms
-                    ),
-                    exit: None,
-                },
-                Ok(Err(_)) | Ok(Ok(Ok(_))) => StartFailure {
-                    stage: "backend",
-                    message: "the backend's output ended".into(),
-                    exit: None,
-                },
-            };
-            conversation.backend().signal_group(Some(Signal::SIGKILL));
-            let _ = tokio::time::timeout(Duration::from_secs(2), lifecycle.exited()).await;
-            let details = Details {
-                exit: failure.exit,
-                stderr: conversation.last_stderr(),
-                backend_pid: Some(backend_pid),
-            };
-            return failed(failure.stage, &failure.message, details);
-        }
-    };
-    let ready: Value = serde_json::from_str(&ready_line).unwrap_or_default();
+    let ready: Value = default
+        .as_ref()
+        .and_then(|hosted| serde_json::from_str(&hosted.ready_line).ok())
+        .unwrap_or_default();
     let protocol_version = ready["protocol_version"]
         .as_str()
         .unwrap_or_default()
@@ -177,14 +159,9 @@ async fn bridge(
     {
         Ok(listener) => listener,
         Err(error) => {
-            stop_backend(
-                &conversation,
-                &lifecycle,
-                Duration::from_millis(args.grace_ms),
-            )
-            .await;
+            conversations.close_all(grace).await;
             let details = Details {
-                backend_pid: Some(backend_pid),
+                backend_pid: default.as_ref().map(|hosted| hosted.backend_pid),
                 ..Details::default()
             };
             return failed(
@@ -198,12 +175,15 @@ async fn bridge(
     let guard = Arc::new(Guard::new(token.clone(), port, MAX_REQUEST_BYTES));
     let router = Router::new()
         .add_service(Arc::new(Agent {
-            conversation: conversation.clone(),
+            conversations: conversations.clone(),
         }))
         .add_service(Arc::new(Control {
-            conversation: conversation.clone(),
+            conversations: conversations.clone(),
             lifecycle: lifecycle.clone(),
             protocol_version: protocol_version.clone(),
+        }))
+        .add_service(Arc::new(ConversationsApi {
+            conversations: conversations.clone(),
         }));
     let connect = ConnectRpcService::new(router)
         .with_limits(Limits::default().with_max_request_body_size(MAX_REQUEST_BYTES))
@@ -221,6 +201,14 @@ async fn bridge(
     ));
 
     // 3. Only now: the discovery line.
+    let backend = default.as_ref().map(|hosted| {
+        json!({
+            "pid": hosted.backend_pid,
+            "version": ready["version"],
+            "package": ready["package"],
+            "protocolVersion": protocol_version,
+        })
+    });
     announce(
         "ready",
         json!({
@@ -232,128 +220,49 @@ async fn bridge(
             "port": port,
             "pid": std::process::id(),
             "tokenFile": token.path(),
-            "backend": {
-                "pid": backend_pid,
-                "version": ready["version"],
-                "package": ready["package"],
-                "protocolVersion": protocol_version,
+            "backend": backend,
+            "capabilities": capabilities(conversations.starter.warm_available()),
+            "conversations": {
+                "default": default.as_ref().map(|hosted| hosted.id.clone()),
+                "max": conversations.max(),
+                "idleTimeoutMs": conversations.idle_timeout().map(|t| t.as_millis() as u64),
+                "startMode": conversations.starter.default_mode().name(),
             },
         }),
     );
+    drop(default);
 
-    // 4. Serve until a shutdown is asked for or the backend dies.
+    // 4. Serve until a shutdown is asked for or the default conversation's
+    // backend dies with no other conversation open.
     if !args.ignore_stdin {
         watch_stdin(lifecycle.clone());
     }
     let requested = tokio::select! {
         grace = lifecycle.stop_requested() => Some(grace),
-        _ = lifecycle.exited() => None,
+        () = conversations.default_lost() => None,
     };
     guard.stop_accepting();
+    let report = conversations
+        .close_all(requested.unwrap_or(grace))
+        .await
+        .unwrap_or(ExitReport {
+            status: ExitStatus {
+                code: Some(0),
+                signal: None,
+            },
+            killed: false,
+        });
+    lifecycle.report(report);
     let code = match requested {
-        Some(grace) => {
-            stop_backend(&conversation, &lifecycle, grace).await;
-            ExitCode::SUCCESS
-        }
+        Some(_) => ExitCode::SUCCESS,
         None => {
-            let report = lifecycle.exited().await;
-            eprintln!(
-                "agentlane-bridge: the backend exited unexpectedly with {}; stopping",
-                report.status
-            );
+            eprintln!("agentlane-bridge: the default conversation's backend exited unexpectedly; stopping");
             ExitCode::from(3)
         }
     };
-    conversation.close_streams();
     let _ = stop_server.send(true);
     let _ = server.await;
     code
-}
-
-/// `shutdown` to the backend, then after the grace SIGTERM and, after a
-/// short second grace, SIGKILL to its process group; returns once it exited.
-async fn stop_backend(conversation: &Arc<Conversation>, lifecycle: &Lifecycle, grace: Duration) {
-    conversation.begin_shutdown();
-    if tokio::time::timeout(grace, lifecycle.exited())
-        .await
-        .is_ok()
-    {
-        return;
-    }
-    lifecycle.mark_killed();
-    conversation.backend().signal_group(Some(Signal::SIGTERM));
-    if tokio::time::timeout(TERM_GRACE, lifecycle.exited())
-        .await
-        .is_ok()
-    {
-        return;
-    }
-    conversation.backend().signal_group(Some(Signal::SIGKILL));
-    lifecycle.exited().await;
-}
-
-/// The backend's output, in order, into the conversation; its exit last,
-/// once both output streams ended (or shortly after the exit, should a
-/// leftover process hold a pipe open).
-async fn pump(
-    conversation: Arc<Conversation>,
-    mut outputs: mpsc::Receiver<backend::Output>,
-    lifecycle: Arc<Lifecycle>,
-) {
-    let mut open_streams = 2;
-    let mut exit: Option<ExitStatus> = None;
-    let mut drain_until = None;
-    loop {
-        let next = match drain_until {
-            Some(deadline) => tokio::select! {
-                next = outputs.recv() => next,
-                _ = tokio::time::sleep_until(deadline) => None,
-            },
-            None => outputs.recv().await,
-        };
-        let Some(next) = next else { break };
-        match next {
-            backend::Output::Stdout(batch) => {
-                conversation.on_stdout(batch.items);
-                if let Some(end) = batch.end {
-                    open_streams -= 1;
-                    if let StreamEnd::Failed(error) = end {
-                        eprintln!("agentlane-bridge: reading the backend's stdout failed: {error}");
-                    }
-                }
-            }
-            backend::Output::Stderr(batch) => {
-                for item in batch.items {
-                    if let ReaderItem::Text(line) = item {
-                        conversation.on_stderr(&line);
-                    }
-                }
-                if batch.end.is_some() {
-                    open_streams -= 1;
-                }
-            }
-            backend::Output::Exited(status) => {
-                exit = Some(status);
-                drain_until = Some(tokio::time::Instant::now() + EXIT_DRAIN);
-                // Whatever the backend left in its group goes too.
-                let conversation = conversation.clone();
-                tokio::task::spawn_blocking(move || {
-                    conversation
-                        .backend()
-                        .reap_group(Duration::from_millis(500))
-                });
-            }
-        }
-        if exit.is_some() && open_streams == 0 {
-            break;
-        }
-    }
-    let status = exit.unwrap_or(ExitStatus {
-        code: None,
-        signal: None,
-    });
-    conversation.on_exit(status);
-    lifecycle.report_exit(status);
 }
 
 /// The bridge's stdin is the parent-liveness pipe: end of file means the

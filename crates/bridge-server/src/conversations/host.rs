@@ -1,0 +1,216 @@
+//! One hosted conversation's life: its backend started through the seam
+//! (`start.rs`), its output pumped into its [`Conversation`], its `ready`
+//! awaited, and its one stop path (`shutdown`, grace, SIGTERM, SIGKILL to
+//! its process group). Nothing here touches another conversation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bridge_core::reader::{Item as ReaderItem, StreamEnd};
+use nix::sys::signal::Signal;
+use tokio::sync::mpsc;
+
+use super::start::{StartMode, Starter};
+use crate::backend::{self, ExitStatus};
+use crate::conversation::{Conversation, StartFailure, EXIT_DRAIN};
+use crate::lifecycle::{ExitReport, Lifecycle};
+
+/// How long the group's leftovers get after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_millis(500);
+
+pub struct Hosted {
+    pub id: String,
+    pub conversation: Arc<Conversation>,
+    /// Its backend's exit, reported once (the stop part is unused).
+    pub exit: Arc<Lifecycle>,
+    pub mode: StartMode,
+    pub ready_line: String,
+    pub backend_pid: u32,
+    /// A `CloseConversation` (or the bridge's stop) has begun.
+    closing: AtomicBool,
+}
+
+/// A start that failed, with what the `failed` line reports.
+pub struct Failed {
+    pub failure: StartFailure,
+    pub stderr: Option<String>,
+    pub backend_pid: Option<u32>,
+}
+
+impl Hosted {
+    /// Starts a backend and waits for its `ready` (or `stop`, for the
+    /// default conversation: a stop asked for meanwhile ends the wait). A
+    /// backend that did not become ready is killed before this returns.
+    pub async fn start(
+        id: String,
+        starter: &Starter,
+        mode: StartMode,
+        ready_timeout: Duration,
+        stop: Option<&Lifecycle>,
+    ) -> Result<Arc<Hosted>, Failed> {
+        let (backend, outputs) = starter.start(mode).await.map_err(|error| Failed {
+            failure: StartFailure {
+                stage: "spawn",
+                message: match mode {
+                    StartMode::Cold => format!("cannot start {}: {error}", starter.program()),
+                    StartMode::Warm => format!("cannot fork a warm backend: {error}"),
+                },
+                exit: None,
+            },
+            stderr: None,
+            backend_pid: None,
+        })?;
+        let backend_pid = backend.pid();
+        let (conversation, ready) = Conversation::new(backend);
+        let exit = Arc::new(Lifecycle::new(Duration::ZERO));
+        tokio::spawn(pump(conversation.clone(), outputs, exit.clone()));
+        let stopped = async {
+            match stop {
+                Some(stop) => {
+                    stop.stop_requested().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+            StartFailure {
+                stage: "stopped",
+                message: "asked to stop before the backend was ready".into(),
+                exit: None,
+            }
+        };
+        let startup = tokio::select! {
+            startup = tokio::time::timeout(ready_timeout, ready) => startup,
+            failure = stopped => Ok(Ok(Err(failure))),
+        };
+        let failure = match startup {
+            Ok(Ok(Ok(ready_line))) => {
+                return Ok(Arc::new(Hosted {
+                    id,
+                    conversation,
+                    exit,
+                    mode,
+                    ready_line,
+                    backend_pid,
+                    closing: AtomicBool::new(false),
+                }))
+            }
+            Ok(Ok(Err(failure))) => failure,
+            Err(_) => StartFailure {
+                stage: "timeout",
+                message: format!(
+                    "no ready event from the backend within {} ms",
+                    ready_timeout.as_millis()
+                ),
+                exit: None,
+            },
+            Ok(Err(_)) => StartFailure {
+                stage: "backend",
+                message: "the backend's output ended".into(),
+                exit: None,
+            },
+        };
+        conversation.backend().signal_group(Some(Signal::SIGKILL));
+        let _ = tokio::time::timeout(Duration::from_secs(2), exit.exited()).await;
+        Err(Failed {
+            failure,
+            stderr: conversation.last_stderr(),
+            backend_pid: Some(backend_pid),
+        })
+    }
+
+    /// Marks the conversation as closing; `false` if it already was.
+    pub fn begin_closing(&self) -> bool {
+        !self.closing.swap(true, Ordering::SeqCst)
+    }
+
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// `shutdown` to the backend, then after the grace SIGTERM and, after a
+    /// short second grace, SIGKILL to its process group; returns its exit.
+    pub async fn stop(&self, grace: Duration) -> ExitReport {
+        self.conversation.begin_shutdown();
+        let report = self.wait_or_kill(grace).await;
+        self.conversation.close_streams();
+        report
+    }
+
+    async fn wait_or_kill(&self, grace: Duration) -> ExitReport {
+        let backend = self.conversation.backend();
+        if let Ok(report) = tokio::time::timeout(grace, self.exit.exited()).await {
+            return report;
+        }
+        self.exit.mark_killed();
+        backend.signal_group(Some(Signal::SIGTERM));
+        if let Ok(report) = tokio::time::timeout(TERM_GRACE, self.exit.exited()).await {
+            return report;
+        }
+        backend.signal_group(Some(Signal::SIGKILL));
+        self.exit.exited().await
+    }
+}
+
+/// The backend's output, in order, into the conversation; its exit last,
+/// once both output streams ended (or shortly after the exit, should a
+/// leftover process hold a pipe open).
+async fn pump(
+    conversation: Arc<Conversation>,
+    mut outputs: mpsc::Receiver<backend::Output>,
+    exit_report: Arc<Lifecycle>,
+) {
+    let mut open_streams = 2;
+    let mut exit: Option<ExitStatus> = None;
+    let mut drain_until = None;
+    loop {
+        let next = match drain_until {
+            Some(deadline) => tokio::select! {
+                next = outputs.recv() => next,
+                _ = tokio::time::sleep_until(deadline) => None,
+            },
+            None => outputs.recv().await,
+        };
+        let Some(next) = next else { break };
+        match next {
+            backend::Output::Stdout(batch) => {
+                conversation.on_stdout(batch.items);
+                if let Some(end) = batch.end {
+                    open_streams -= 1;
+                    if let StreamEnd::Failed(error) = end {
+                        eprintln!("agentlane-bridge: reading the backend's stdout failed: {error}");
+                    }
+                }
+            }
+            backend::Output::Stderr(batch) => {
+                for item in batch.items {
+                    if let ReaderItem::Text(line) = item {
+                        conversation.on_stderr(&line);
+                    }
+                }
+                if batch.end.is_some() {
+                    open_streams -= 1;
+                }
+            }
+            backend::Output::Exited(status) => {
+                exit = Some(status);
+                drain_until = Some(tokio::time::Instant::now() + EXIT_DRAIN);
+                // Whatever the backend left in its group goes too.
+                let conversation = conversation.clone();
+                tokio::task::spawn_blocking(move || {
+                    conversation
+                        .backend()
+                        .reap_group(Duration::from_millis(500))
+                });
+            }
+        }
+        if exit.is_some() && open_streams == 0 {
+            break;
+        }
+    }
+    let status = exit.unwrap_or(ExitStatus {
+        code: None,
+        signal: None,
+    });
+    conversation.on_exit(status);
+    exit_report.report_exit(status);
+}

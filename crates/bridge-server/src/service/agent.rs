@@ -1,0 +1,150 @@
+//! `AgentService`: every call on the conversation its `conversation_id`
+//! names (empty: the default conversation).
+
+use std::sync::Arc;
+
+use connectrpc::{
+    ConnectError, ErrorDetail, RequestContext, Response, ServiceRequest, ServiceResult,
+    ServiceStream,
+};
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use super::{answer, event_field, settled, settlement_error};
+use crate::conversation::Conversation;
+use crate::conversations::Conversations;
+use crate::outgoing::Outgoing;
+use crate::proto::agentlane::bridge::v1 as pb;
+use bridge_core::session::Outcome;
+
+pub struct Agent {
+    pub conversations: Arc<Conversations>,
+}
+
+impl Agent {
+    fn conversation(&self, id: &str) -> Result<Arc<Conversation>, ConnectError> {
+        Ok(self.conversations.get(id)?.conversation.clone())
+    }
+}
+
+// The handlers name their concrete answer types.
+#[allow(refining_impl_trait)]
+impl pb::AgentService for Agent {
+    async fn prompt(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::PromptRequest>,
+    ) -> ServiceResult<ServiceStream<Outgoing>> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let (started, stream) = conversation.prompt(request.text)?;
+        match started.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(error),
+            Err(_) => {
+                return Err(conversation
+                    .ended_error()
+                    .unwrap_or_else(|| ConnectError::unavailable("the run ended")))
+            }
+        }
+        Response::ok(Box::pin(stream.map(|out| out.map(Outgoing))) as ServiceStream<Outgoing>)
+    }
+
+    async fn approve(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::ApproveRequest>,
+    ) -> ServiceResult<pb::ApproveResponse> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let waiting = conversation
+            .approve(request.id, request.allowed, request.reason)?;
+        answer(&conversation, waiting, Outcome::Resolved, |resolved| {
+            pb::ApproveResponse {
+                resolved,
+                ..Default::default()
+            }
+        })
+        .await
+    }
+
+    async fn cancel(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::CancelRequest>,
+    ) -> ServiceResult<pb::CancelResponse> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let waiting = conversation.cancel()?;
+        answer(&conversation, waiting, Outcome::Done, |event| {
+            pb::CancelResponse {
+                event,
+                ..Default::default()
+            }
+        })
+        .await
+    }
+
+    async fn reset(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::ResetRequest>,
+    ) -> ServiceResult<pb::ResetResponse> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let waiting = conversation.reset()?;
+        answer(&conversation, waiting, Outcome::Done, |event| {
+            pb::ResetResponse {
+                event,
+                ..Default::default()
+            }
+        })
+        .await
+    }
+
+    async fn configure(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::ConfigureRequest>,
+    ) -> ServiceResult<pb::ConfigureResponse> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let patch: Map<String, Value> = serde_json::from_str(request.patch_json).map_err(|e| {
+            ConnectError::invalid_argument(format!(
+                "patch_json must be the text of a JSON object: {e}"
+            ))
+        })?;
+        let waiting = conversation.configure(patch)?;
+        let settlement = settled(&conversation, waiting).await?;
+        match &settlement.outcome {
+            Outcome::Configured => Response::ok(pb::ConfigureResponse {
+                event: event_field(&settlement.event),
+                ..Default::default()
+            }),
+            Outcome::ConfigRejected { code, message } => {
+                let error = match code.as_str() {
+                    "unsupported" => ConnectError::unimplemented(message.clone()),
+                    "internal" => ConnectError::internal(message.clone()),
+                    _ => ConnectError::invalid_argument(message.clone()),
+                };
+                let detail = pb::ConfigureFailure {
+                    code: code.clone(),
+                    event: event_field(&settlement.event),
+                    ..Default::default()
+                };
+                Err(error.with_detail(ErrorDetail::from_message(
+                    "agentlane.bridge.v1.ConfigureFailure",
+                    &detail,
+                )))
+            }
+            Outcome::Refused { message } => Err(ConnectError::unimplemented(message.clone())),
+            _ => Err(settlement_error(&conversation, &settlement)),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::SubscribeRequest>,
+    ) -> ServiceResult<ServiceStream<Outgoing>> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let stream = conversation.subscribe(request.batched)?;
+        Response::ok(Box::pin(stream.map(|out| out.map(Outgoing))) as ServiceStream<Outgoing>)
+    }
+}
+
