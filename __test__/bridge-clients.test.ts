@@ -110,7 +110,8 @@ describe("agentlane-bridge: the Go library (clients/go)", () => {
     const block = /```go\n([\s\S]*?)```/.exec(readme.slice(at))!;
     expect(block[1]).toBe(readFileSync(join(clients, "go-library/main.go"), "utf8"));
     const { stdout } = await run("go", ["run", "."], { cwd: join(clients, "go-library"), env: goEnv, timeout: 120_000 });
-    expect(stdout).toMatch(/^\[approve save_note \/notes\/note\.txt\]\nrun_complete after \d+ events: All done\. Saved note note\.txt \(34 characters\)\.\n$/);
+    // Two conversations at once, each with its own decision.
+    expect(stdout).toBe("alice: All done. Saved note note.txt (37 characters).\nbob: All done. Note not saved: Bob's notebook is full.\n");
   }, 150_000);
 });
 
