@@ -2,8 +2,9 @@
  * agentlane-bridge from other languages: each example client of
  * examples/clients/ runs the two-step check against the real demo backend
  * (Python with both codecs, Node with both codecs, Go's standard library,
- * curl), and the contract's tooling holds (buf lint and breaking, generated
- * code current). Installed by scripts/setup-bridge-clients.sh.
+ * curl), the Go library (clients/go) passes its own `go test` and its
+ * example runs, and the contract's tooling holds (buf lint and breaking,
+ * generated code current). Installed by scripts/setup-bridge-clients.sh.
  */
 import { execFile } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -59,6 +60,59 @@ describe("agentlane-bridge: clients in other languages run the two-step check", 
     const out = await runCheck("bash", ["check.sh"], join(clients, "curl"));
     expect(out).toContain("Origin, foreign Host -> 403; GET -> 405");
   });
+});
+
+/** The top-level tests of clients/go; each must run and pass (a test that vanished fails here too). */
+const goLibraryTests = [
+  "TestDemoConversationApprovedByTheHandler",
+  "TestConcurrentApprovals",
+  "TestControlCallsAndRefusals",
+  "TestDiscoveryTokenAndClose",
+  "TestProgramExitLeavesNoProcess",
+  "TestStartFailures",
+  "TestBackendDeathEndsTheStream",
+  "TestConversationsDoNotCross",
+  "TestConversationLimit",
+  "TestHostileWire",
+  "TestConfigureFailureOfGarbage",
+];
+
+describe("agentlane-bridge: the Go library (clients/go)", () => {
+  const goEnv = { ...env, GOPROXY: "off" };
+
+  it("go test passes against the real bridge and backend", async () => {
+    const { stdout } = await run("go", ["test", "-count=1", "-json", "./..."], {
+      cwd: join(repoRoot, "clients/go"),
+      env: goEnv,
+      timeout: 240_000,
+      maxBuffer: 64 * 1024 * 1024,
+    }).catch((error) => {
+      const failed = String(error.stdout)
+        .split("\n")
+        .filter((line) => line.includes('"Action":"output"'))
+        .map((line) => JSON.parse(line).Output)
+        .join("");
+      throw new Error(`go test failed:\n${failed.slice(-8000)}\n${error.stderr}`);
+    });
+    const results = stdout
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { Action: string; Test?: string })
+      .filter((event) => event.Test !== undefined && !event.Test.includes("/") && ["pass", "fail", "skip"].includes(event.Action));
+    const outcome = Object.fromEntries(results.map((event) => [event.Test, event.Action]));
+    expect(outcome).toEqual(Object.fromEntries(goLibraryTests.map((name) => [name, "pass"])));
+  }, 300_000);
+
+  it("the README's Go example is examples/clients/go-library/main.go, and it runs", async () => {
+    const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
+    const at = readme.indexOf("<!-- snippet: go-library ");
+    expect(at).toBeGreaterThanOrEqual(0);
+    const block = /```go\n([\s\S]*?)```/.exec(readme.slice(at))!;
+    expect(block[1]).toBe(readFileSync(join(clients, "go-library/main.go"), "utf8"));
+    const { stdout } = await run("go", ["run", "."], { cwd: join(clients, "go-library"), env: goEnv, timeout: 120_000 });
+    // Two conversations at once, each with its own decision.
+    expect(stdout).toBe("alice: All done. Saved note note.txt (37 characters).\nbob: All done. Note not saved: Bob's notebook is full.\n");
+  }, 150_000);
 });
 
 describe("agentlane-bridge: the contract's tooling", () => {

@@ -1,0 +1,3 @@
+module github.com/agentlanejs/process-bridge-native/clients/go
+
+go 1.19
