@@ -4,14 +4,16 @@
  *
  * Step 1 starts it and waits for `ready` with a supported protocol version;
  * step 2, when asked, runs one real prompt whose approvals a given policy
- * answers. The result is a structured report, never an exception, and no
+ * answers. Beside them, the containment: a platform package that should
+ * ship the native supervisor and does not fails the check (`supervisor`),
+ * since its backends would run, silently, in the weaker grouped mode. The result is a structured report, never an exception, and no
  * process of the backend is left behind: the session is closed and every
  * pid it reported is checked.
  */
 import type { ApprovalPolicy, ApprovalResolution, ReadyInfo, RunResult, ToolActivity } from "./session/types";
 import { createAgentSession } from "./session/index";
 import { AgentSessionError, SessionStartError } from "./errors";
-import type { BackendProcess, BackendSpec } from "./process";
+import type { BackendProcess, BackendSpec, ContainmentMode } from "./process";
 
 export interface CheckOptions {
   /** Step 2: one prompt to run (leave it out for step 1 only). */
@@ -41,6 +43,16 @@ export interface CheckReport {
     tools: { tool: string; ok: boolean; result: unknown }[];
     error?: { code: string; message: string };
   };
+  /**
+   * How the backend was contained (`process.mode`); `ok` is false when this
+   * platform's package lacks its supervisor (the session's
+   * `supervisor-missing` diagnostic).
+   */
+  supervisor: {
+    ok: boolean;
+    mode?: ContainmentMode;
+    error?: { code: "supervisor-missing"; errno: "ENOENT" | "EACCES"; path: string; message: string };
+  };
   /** Processes of the backend still running after the check (0 when all went well). */
   processesLeft: number;
 }
@@ -51,6 +63,7 @@ export async function checkBackend(backend: BackendSpec, options: CheckOptions =
   const tools: NonNullable<CheckReport["run"]>["tools"] = [];
   const approvals: NonNullable<CheckReport["run"]>["approvals"] = [];
   const stderr: string[] = [];
+  const supervisor: CheckReport["supervisor"] = { ok: true };
   let session;
   try {
     session = await createAgentSession({
@@ -63,6 +76,10 @@ export async function checkBackend(backend: BackendSpec, options: CheckOptions =
       onApprovalResolved: (resolution) => approvals.push({ ...resolution, tool: resolution.request.tool_name }),
       onDiagnostic: (diagnostic) => {
         if (diagnostic.kind === "stderr") stderr.push(diagnostic.line);
+        if (diagnostic.kind === "supervisor-missing") {
+          supervisor.ok = false;
+          supervisor.error = { code: "supervisor-missing", errno: diagnostic.code, path: diagnostic.path, message: diagnostic.message };
+        }
       },
     });
   } catch (error) {
@@ -81,11 +98,13 @@ export async function checkBackend(backend: BackendSpec, options: CheckOptions =
           stderrTail: [...start.stderrTail],
         },
       },
+      supervisor,
       processesLeft: 0,
     };
   }
-  const report: CheckReport = { ok: true, start: { ok: true, ms: Date.now() - started, ready: session.ready }, processesLeft: 0 };
   const processes = session.process;
+  supervisor.mode = processes?.mode;
+  const report: CheckReport = { ok: supervisor.ok, start: { ok: true, ms: Date.now() - started, ready: session.ready }, supervisor, processesLeft: 0 };
   try {
     if (options.prompt !== undefined) {
       const runStarted = Date.now();
@@ -105,7 +124,7 @@ export async function checkBackend(backend: BackendSpec, options: CheckOptions =
         const code = error instanceof AgentSessionError ? error.code : "unknown";
         report.run = { ok: false, ms: Date.now() - runStarted, approvals, tools, error: { code, message: error instanceof Error ? error.message : String(error) } };
       }
-      report.ok = report.run.ok;
+      report.ok = report.ok && report.run.ok;
     }
   } finally {
     await session.close();

@@ -12,7 +12,8 @@
  * Without `--python` an `--app` backend is started with `uv run` in its
  * project (the `{ app, projectDir }` spec); with it, that Python runs
  * `-m agentlane_process_bridge`. Exit status 0 when every step passed, 1
- * when one failed, 2 for a usage error.
+ * when one failed, 2 for a usage error. `--help` / `-h` (anywhere before a
+ * `--`, with or without `check`) prints the usage on stdout and exits 0.
  */
 import { parseArgs } from "node:util";
 import { checkBackend, type CheckReport } from "./check";
@@ -24,9 +25,23 @@ const USAGE = `usage: process-bridge-native check --app module:factory [--projec
        process-bridge-native check [options] -- <command> [args...]
 
   step 1: start the backend, wait for ready, check its protocol version
-  step 2 (with --prompt): one real prompt; approvals are denied, or allowed with --allow`;
+  step 2 (with --prompt): one real prompt; approvals are denied, or allowed with --allow
+  also: the native supervisor is checked (a platform package that should ship one and
+        does not fails the check: the backend would run without its containment)
+
+  -h, --help   this text`;
+
+/** `--help` or `-h` before any `--` (after it, the words are the backend's). */
+function wantsHelp(argv: string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).some((word) => word === "--help" || word === "-h");
+}
 
 async function main(argv: string[]): Promise<number> {
+  if (wantsHelp(argv)) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   const [subcommand, ...rest] = argv;
   if (subcommand !== "check") {
     process.stderr.write(`${USAGE}\n`);
@@ -108,6 +123,9 @@ function describe(report: CheckReport): string {
     if (run.result?.status === "completed") out.push(`  final answer: ${JSON.stringify(run.result.finalOutput)}`);
     if (run.error) out.push(`  ${run.error.code}: ${run.error.message}`);
   }
+  const { supervisor } = report;
+  if (supervisor.error) out.push(`supervisor FAILED (${supervisor.error.code}, ${supervisor.error.errno}): ${supervisor.error.message}`);
+  else if (supervisor.mode) out.push(`supervisor ok: the backend ran ${supervisor.mode}`);
   if (report.processesLeft > 0) out.push(`FAILED: ${report.processesLeft} process(es) of the backend still running after the check`);
   out.push(report.ok ? "check passed" : "check failed");
   return `${out.join("\n")}\n`;

@@ -159,7 +159,8 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
       throw spawnFailure(error, attempt);
     }
     const adopted = stdio.adopt(child.pid !== undefined);
-    child.stdin = adopted.stdin;
+    // Bun's ChildProcess has `stdin` as a getter only: an own property works everywhere.
+    Object.defineProperty(child, "stdin", { value: adopted.stdin, writable: true, configurable: true, enumerable: true });
     controlFd = adopted.controlFd;
   } else {
     child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] });

@@ -15,6 +15,7 @@
 import type { BridgeChildLike } from "../channel";
 import { spawnBridgeProcess, type BridgeProcessOptions } from "../process";
 import { startBridgeProcess } from "../spawn/start";
+import { missingSupervisor } from "../spawn/supervisor";
 import type { WarmHooks } from "../spawn/warm/child";
 import { warmOptions } from "../spawn/warm/options";
 import type { BridgeProcessCallbacks } from "../wiring";
@@ -35,6 +36,10 @@ export function spawnedBackend(spec: BridgeProcessOptions): OpenBackend {
  * unusable `warm` option, before anything starts.
  */
 export function startedBackend(spec: BridgeProcessOptions, diagnostic: (diagnostic: SessionDiagnostic) => void): OpenBackend {
+  if ((spec.supervise ?? "auto") === "auto") {
+    const missing = missingSupervisor();
+    if (missing !== null) diagnostic({ kind: "supervisor-missing", ...missing });
+  }
   if (warmOptions(spec.warm) === undefined) return spawnedBackend(spec);
   const hooks: WarmHooks = {
     onFallback: (error) => diagnostic({ kind: "warm", event: "fallback", reason: error.reason, message: `${error.message} Starting it cold.` }),

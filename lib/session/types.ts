@@ -129,7 +129,14 @@ export type SessionDiagnostic =
    * started cold (`fallback`, `reason` says why), or the prefork server
    * ended while the conversation ran, which ends it too (`server-exited`).
    */
-  | { kind: "warm"; event: "fallback" | "server-exited"; reason: WarmUnavailableReason | null; message: string };
+  | { kind: "warm"; event: "fallback" | "server-exited"; reason: WarmUnavailableReason | null; message: string }
+  /**
+   * Once per session, at its start: with `supervise: "auto"`, this
+   * platform's package should ship the native supervisor and does not
+   * (`code` `ENOENT`: missing, `EACCES`: not executable), so the backend
+   * runs grouped (`process.mode`); `path` is where it should be.
+   */
+  | { kind: "supervisor-missing"; code: "ENOENT" | "EACCES"; path: string; message: string };
 
 export type SessionClose =
   | { reason: "shutdown"; code: number | null; signal: string | null }

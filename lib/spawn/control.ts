@@ -5,6 +5,7 @@
  * its end of file (the supervisor is gone) reported once. The host's end closing is what tells
  * the supervisor that the host is gone.
  */
+import { createReadStream } from "node:fs";
 import { Socket } from "node:net";
 import { parseReport, type SupervisorReport } from "./supervisor";
 
@@ -26,10 +27,8 @@ export interface ControlHandlers {
  * socket with its end of file still unread let a host with nothing else
  * to do exit silently before `onExit` (seen once in 1,500 spawns).
  */
-export function readControl(fd: number, handlers: ControlHandlers): Socket {
-  const socket = new Socket({ fd, readable: true, writable: false });
-  socket.unref();
-  socket.setEncoding("utf8");
+export function readControl(fd: number, handlers: ControlHandlers): ControlStream {
+  const socket = openControl(fd);
   let buffered = "";
   socket.on("data", (chunk: string) => {
     buffered += chunk;
@@ -51,6 +50,32 @@ export function readControl(fd: number, handlers: ControlHandlers): Socket {
   socket.once("end", end);
   socket.once("close", end);
   socket.on("error", () => {});
+  return socket;
+}
+
+/** The host's end of the control socket, as read: its one handle to keep the loop alive with. */
+export interface ControlStream {
+  on(event: "data", listener: (chunk: string) => void): unknown;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  once(event: "end" | "close", listener: () => void): unknown;
+  ref(): unknown;
+}
+
+/**
+ * A socket on `fd`, unreferenced. Bun (1.4) reads nothing from a
+ * `net.Socket` made on a descriptor (no data, no end; writing works), so
+ * there it is read as a file stream, which cannot be unreferenced: under
+ * Bun a host waits for a running supervised backend to end even after
+ * `child.unref()` (README "Runtimes").
+ */
+function openControl(fd: number): ControlStream {
+  if (process.versions.bun !== undefined) {
+    const stream = createReadStream("", { fd, encoding: "utf8" });
+    return Object.assign(stream, { ref: () => stream });
+  }
+  const socket = new Socket({ fd, readable: true, writable: false });
+  socket.unref();
+  socket.setEncoding("utf8");
   return socket;
 }
 

@@ -7,7 +7,7 @@
  * package root (a build from source) or in the platform package
  * (`@agentlanejs/process-bridge-native-<platform>`). Windows has none.
  */
-import { accessSync, constants, readFileSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 /** The napi-rs platform name of this process: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, … */
@@ -40,6 +40,21 @@ export function supervisorFileName(): string {
 }
 
 let found: string | null | undefined;
+let missing: MissingSupervisor | null | undefined;
+
+/**
+ * This platform's package is installed but holds no runnable supervisor (a
+ * release whose `files` lost it, or an install that dropped its mode): what
+ * `missingSupervisor` reports, so that `supervise: "auto"` running in the
+ * weaker grouped mode is never silent.
+ */
+export interface MissingSupervisor {
+  /** `ENOENT`: the file is not in the package; `EACCES`: it is, but not executable. */
+  code: "ENOENT" | "EACCES";
+  /** Where it should be. */
+  path: string;
+  message: string;
+}
 
 /**
  * The supervisor's path, or `null` where there is none (Windows, or a
@@ -70,6 +85,33 @@ export function findSupervisor(): string | null {
     }
   }
   return found;
+}
+
+/**
+ * The supervisor this platform's package should ship and does not, or
+ * `null`: when one was found, on Windows (none ships), without a platform
+ * package (a build from source decides for itself), or when
+ * `PROCESS_BRIDGE_SUPERVISOR` names one or none.
+ */
+export function missingSupervisor(): MissingSupervisor | null {
+  if (missing !== undefined) return missing;
+  missing = null;
+  if (process.platform === "win32" || process.env.PROCESS_BRIDGE_SUPERVISOR !== undefined || findSupervisor() !== null) return missing;
+  let packageDir: string;
+  try {
+    packageDir = dirname(require.resolve(`@agentlanejs/process-bridge-native-${platformName()}/package.json`));
+  } catch {
+    return missing;
+  }
+  const path = join(packageDir, supervisorFileName());
+  const code = existsSync(path) ? "EACCES" : "ENOENT";
+  const what = code === "ENOENT" ? "is not in" : "is not executable in";
+  missing = {
+    code,
+    path,
+    message: `The native supervisor ${supervisorFileName()} ${what} @agentlanejs/process-bridge-native-${platformName()} (${packageDir}), which should ship it: backends run in the weaker grouped mode (a SIGKILLed host can leave their processes behind). Reinstall the package; give supervise: false to choose that mode knowingly.`,
+  };
+  return missing;
 }
 
 /** What the supervisor reports on its control socket (`crates/bridge-supervisor`). */
