@@ -3,7 +3,7 @@
 // missing (npm packages, the release addon and TypeScript build when their
 // sources changed, the Python 3.12 virtualenv with agentlane==0.22.0), then
 // runs the demo host: a real conversation with the demo backend.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,17 +30,30 @@ function newest(dir) {
 
 const built = (file) => (existsSync(join(root, file)) ? statSync(join(root, file)).mtimeMs : 0);
 
+// The Python setup (mostly downloads and pip) runs beside the builds (CPU).
+const python = new Promise((resolve) => {
+  const child = spawn("bash", ["scripts/setup-python.sh"], { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
+  child.on("error", (error) => resolve(error.message));
+  child.on("exit", (code) => resolve(code === 0 ? null : `exit ${code}`));
+});
+
 if (!existsSync(join(root, "node_modules", ".package-lock.json"))) {
   step("installing npm packages", "npm", ["ci", "--no-audit", "--no-fund"]);
 }
 const addon = readdirSync(root).find((f) => f.endsWith(".node"));
 if (!addon || built(addon) < Math.max(newest("src"), newest("crates/bridge-core/src"))) {
-  step("building the native addon", "npm", ["run", "--silent", "build:native"]);
+  // The demo profile (Cargo.toml): the release's optimisation without LTO,
+  // about a third of the release build's time; `npm run build` replaces it.
+  step("building the native addon", "npx", ["napi", "build", "--platform", "--profile", "demo", "--no-const-enum"]);
 }
 if (built("dist/index.js") < newest("lib")) {
   step("building the TypeScript layer", "npm", ["run", "--silent", "build:ts"]);
 }
-step("setting up the Python backend (Python 3.12 + agentlane==0.22.0)", "bash", ["scripts/setup-python.sh"]);
+const pythonFailed = await python;
+if (pythonFailed) {
+  console.error(`demo: setting up the Python backend (Python 3.12 + agentlane==0.22.0) failed (${pythonFailed}).`);
+  process.exit(1);
+}
 
 const host = spawnSync(process.execPath, [join(root, "examples", "demo-host.mjs"), ...process.argv.slice(2)], { stdio: "inherit" });
 process.exit(host.status ?? 1);
