@@ -140,7 +140,7 @@ describe("the packed package", () => {
           seen.push(session.process.mode);
           await session.close();
         }
-        console.log(seen.join("\n"));
+        console.log(seen.join("\\n"));
       })();`,
     );
     const cli = join(dir, "node_modules", ".bin", "process-bridge-native");
