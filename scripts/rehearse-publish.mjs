@@ -156,7 +156,7 @@ function collectArtifacts() {
   }
   const cross = join(root, "target", "cross-arm64");
   const addon = join(cross, "process-bridge-native.linux-arm64-gnu.node");
-  const supervisor = [join(cross, "process-bridge-supervisor.linux-arm64-gnu"), join(cross, "cargo", "aarch64-unknown-linux-gnu", "release", "process-bridge-supervisor")].find(existsSync);
+  const supervisor = [join(cross, "process-bridge-supervisor.linux-arm64-gnu"), join(cross, "cargo", "aarch64-unknown-linux-gnu", "quick", "process-bridge-supervisor")].find(existsSync);
   if (!existsSync(addon) || !supervisor) {
     console.log(
       `rehearsal: linux-arm64-gnu not published: ${!existsSync(addon) ? `no ${addon}` : "no arm64 supervisor in target/cross-arm64/"} (scripts/cross-arm64.sh builds it); x64 only`,
