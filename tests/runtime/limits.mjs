@@ -1,0 +1,2 @@
+// filled below
+export {};
