@@ -37,7 +37,7 @@ function npm(args, cwd) {
   return execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
 }
 
-/** A fresh project with the packed main and platform packages installed, and the suites in tests/runtime. */
+/** A fresh project with the packed main and platform packages installed and the suites in tests/runtime; and one with this checkout linked. */
 function installProject(scratch) {
   for (const file of [`process-bridge-native.${platform}.node`, `process-bridge-supervisor.${platform}`, "dist/index.mjs"]) {
     if (!existsSync(join(root, file))) throw new Error(`${file} is missing: run \`npm run build\` first`);
@@ -54,7 +54,12 @@ function installProject(scratch) {
   writeFileSync(join(project, "package.json"), `${JSON.stringify({ name: "runtime-app", private: true, version: "1.0.0", type: "module" }, null, 2)}\n`);
   npm(["install", "--offline", mainTarball, platformTarball], project);
   cpSync(join(root, "tests", "runtime"), join(project, "tests", "runtime"), { recursive: true });
-  return project;
+  // And as `npm install <dir>` links a package: a symlink to this checkout (Deno resolves it to outside node_modules).
+  const linked = join(scratch, "linked");
+  mkdirSync(linked);
+  writeFileSync(join(linked, "package.json"), `${JSON.stringify({ name: "linked-app", private: true, version: "1.0.0", type: "module" }, null, 2)}\n`);
+  npm(["install", "--offline", "--install-links=false", root], linked);
+  return { project, linked };
 }
 
 /** Runs the suites under one runtime; resolves with its counts (its output passed through). */
@@ -106,9 +111,10 @@ async function main() {
   let passed = 0;
   let failed = 0;
   try {
-    const project = installProject(scratch);
+    const { project, linked } = installProject(scratch);
     const env = {
       ...process.env,
+      PBN_LINKED_PROJECT: linked,
       PBN_REPO: root,
       PBN_PYTHON: join(root, ".venv", "bin", "python"),
       PBN_BACKEND_DIR: join(root, "examples", "backend"),
