@@ -56,7 +56,7 @@ test("containment: grouped (supervise: false), SIGKILL reaches the whole group",
 /** Runs host-child.mjs on this runtime; resolves with the host and the pids it printed. */
 function startHost(how, mode) {
   return new Promise((resolve, reject) => {
-    const host = spawn(process.execPath, runtimeArgs(hostChild, [how, mode]), { cwd: process.cwd(), stdio: ["ignore", "pipe", "pipe"] });
+    const host = spawn(process.execPath, runtimeArgs(hostChild, mode === undefined ? [how] : [how, mode]), { cwd: process.cwd(), stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     host.stdout.on("data", (chunk) => {
@@ -91,5 +91,15 @@ test("containment: a host's process.exit() ends its grouped backend's group (the
     await waitGone(all, 5_000, "the group after the host's exit");
   } finally {
     sweep([host.pid, ...all]);
+  }
+});
+
+test("containment: a host whose child and session have ended exits by itself", async () => {
+  const { host, done } = await startHost("natural");
+  try {
+    assert.equal(done, true);
+    await waitGone([host.pid], 10_000, "the host, with nothing left to do,");
+  } finally {
+    sweep([host.pid]);
   }
 });
