@@ -18,9 +18,11 @@
 // prints `runtime <name> FAILED: <test>: <why>` per failure and
 // `runtime <name>: N passed, N failed (T s)`; the last line is
 // `runtimes: N passed, N failed (T s)`, and the exit status is 1 on any
-// failure (a runtime that hangs is killed after 150 s and counts as one).
+// failure (a runtime that hangs is killed after 150 s and counts as one; so
+// does any process of a run still alive 3 s after it, found in /proc by a
+// variable in its environment).
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,6 +62,37 @@ function installProject(scratch) {
   writeFileSync(join(linked, "package.json"), `${JSON.stringify({ name: "linked-app", private: true, version: "1.0.0", type: "module" }, null, 2)}\n`);
   npm(["install", "--offline", "--install-links=false", root], linked);
   return { project, linked };
+}
+
+/**
+ * The processes still running whose environment carries `mark` (every
+ * process a runtime's suites start inherits it, a setsid escapee too):
+ * after a runtime has exited there must be none.
+ */
+function markedProcesses(mark) {
+  const found = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/environ`, "latin1").split("\0").includes(mark)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, "latin1");
+      if (stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z") continue;
+      found.push(`${entry} ${readFileSync(`/proc/${entry}/cmdline`, "latin1").split("\0").join(" ").trim().slice(0, 120)}`);
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
+  return found;
+}
+
+/** Waits up to `ms` for no marked process to be left; returns those left. */
+async function leftBehind(mark, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const left = markedProcesses(mark);
+    if (left.length === 0 || Date.now() > deadline) return left;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /** Runs the suites under one runtime; resolves with its counts (its output passed through). */
@@ -125,7 +158,20 @@ async function main() {
     for (const name of wanted) {
       if (!commands[name]) throw new Error(`unknown runtime ${name} (bun, deno or node)`);
       const [command, args] = commands[name];
-      const counts = await runSuites(name, command, args, project, env);
+      const mark = `PBN_RUNTIME_MARK=${name}-${process.pid}-${Date.now()}`;
+      const counts = await runSuites(name, command, args, project, { ...env, PBN_RUNTIME_MARK: mark.slice(mark.indexOf("=") + 1) });
+      const left = await leftBehind(mark, 3_000);
+      if (left.length > 0) {
+        console.log(`runtime ${name} FAILED: ${left.length} processes outlived the run: ${left.join("; ")}`);
+        counts.failed += 1;
+        for (const line of left) {
+          try {
+            process.kill(Number(line.split(" ")[0]), "SIGKILL");
+          } catch {
+            // Gone.
+          }
+        }
+      }
       passed += counts.passed;
       failed += counts.failed;
     }
