@@ -142,6 +142,15 @@ export interface BatchContract {
 }
 
 /**
+ * Closes a descriptor [`socket_pair`] made (the child's end, once the
+ * child has it), with `close(2)` alone. Node's and Bun's `fs.closeSync` do
+ * the same, but Deno's closes only descriptors Deno itself opened (`EBADF`
+ * for any other), and a `net.Socket` around the descriptor would
+ * `shutdown()` the socket on destroy, ending it for the child too.
+ */
+export declare function closeDescriptor(fd: number): void
+
+/**
  * Checks a command frame encoded by `JSON.stringify` (without newline).
  * Returns why the backend would mishandle it, or `null` when it is safe to
  * send.

@@ -132,6 +132,42 @@ export class InvalidOptionError extends RangeError {
   }
 }
 
+/**
+ * The runtime refuses what the package needs: Deno without one of the
+ * permissions a host needs (`--allow-env` and `--allow-ffi` to load the
+ * addon, `--allow-read`, `--allow-run` and `--allow-sys` to start a backend or the
+ * supervisor). Deno's own error (`NotCapable`) is the `cause`; without
+ * this, a denied load read as a missing binary and a denied supervisor
+ * lookup as a broken install.
+ */
+export class RuntimePermissionError extends Error {
+  readonly code = "permission-denied" as const;
+
+  constructor(
+    /** Deno's permission name: `env`, `ffi`, `read`, `write`, `run`, `net`, `sys`. */
+    readonly permission: string,
+    /** What the package needed it for. */
+    neededFor: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `Deno denies ${permission} access, which @agentlanejs/process-bridge-native needs ${neededFor}: run with --allow-${permission} ` +
+        "(a host needs --allow-env --allow-ffi --allow-read --allow-run --allow-sys, or -A).",
+      options,
+    );
+    this.name = "RuntimePermissionError";
+  }
+}
+
+/** The permission a Deno `NotCapable` error (in `error` or its causes) names, or `undefined`. */
+export function deniedPermission(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth += 1) {
+    const match = /Requires (\w+) access/.exec(current.message);
+    if (match && (current.name === "NotCapable" || process.versions.deno !== undefined)) return match[1];
+  }
+  return undefined;
+}
+
 export type SessionStartErrorCode =
   /** The backend spec is unusable (nothing was spawned). */
   | "invalid-spec"

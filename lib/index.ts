@@ -9,6 +9,7 @@ export {
   ConfigureError,
   InvalidOptionError,
   RunError,
+  RuntimePermissionError,
   SessionClosedError,
   SessionStartError,
   SessionStateError,

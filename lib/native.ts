@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import type * as Binding from "../index";
-import { BridgeDecodeError, type BridgeDecodeErrorCode } from "./errors";
+import { BridgeDecodeError, deniedPermission, RuntimePermissionError, type BridgeDecodeErrorCode } from "./errors";
 
 /** The functions and classes the Rust binding exports. */
 export type NativeBinding = typeof Binding;
@@ -19,6 +19,8 @@ function load(): NativeBinding {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require("../index.js") as NativeBinding;
   } catch (cause) {
+    const permission = deniedPermission(cause);
+    if (permission !== undefined) throw new RuntimePermissionError(permission, "to load its native addon", { cause });
     const platform = `${process.platform}-${process.arch}`;
     const message =
       `@agentlanejs/process-bridge-native has no native binary for this platform (${platform}, Node ${process.version}). ` +

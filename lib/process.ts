@@ -138,7 +138,15 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     detached: mode !== "plain",
     windowsHide: true,
   };
-  const exit = new ExitTracker(options.exitDrainMs ?? 1000, callbacks);
+  // When the supervisor could not start the backend, the exit is reported
+  // as Node reports a failed spawn: the negative errno. Decided when the
+  // exit is reported, not at the supervisor's `close`: the report may be
+  // read after it (Bun reads the control socket as a file stream).
+  let failedErrno: number | undefined;
+  const exit = new ExitTracker(options.exitDrainMs ?? 1000, {
+    ...callbacks,
+    onExit: (code, signal) => callbacks.onExit?.(failedErrno !== undefined ? -failedErrno : code, signal),
+  });
   const attempt: SpawnAttempt = { command: options.command, cwd: options.cwd, supervisor };
 
   let child: ChildProcess;
@@ -173,9 +181,6 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   const containment = new Containment(child, mode);
   child.kill = (signal) => containment.signal(signal);
   exit.watch(child);
-  // When the supervisor could not start the backend, the exit is reported
-  // as Node reports a failed spawn: the negative errno.
-  let failedErrno: number | undefined;
   if (controlFd !== undefined) {
     exit.await("control");
     const controlEnded = exit.streamEnded("control");
@@ -201,10 +206,9 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     else releaseGuard();
   });
   child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
-    const status = failedErrno !== undefined ? -failedErrno : code;
     // Node's own streams (Windows) end before `close`; native pipes may outlast it.
-    if (process.platform === "win32") exit.closed(status, signal);
-    else exit.exited(status, signal);
+    if (process.platform === "win32") exit.closed(code, signal);
+    else exit.exited(code, signal);
   });
   return child;
 }

@@ -20,7 +20,7 @@ mod external;
 #[cfg(unix)]
 mod pipe;
 #[cfg(unix)]
-pub use pipe::socket_pair;
+pub use pipe::{close_descriptor, socket_pair};
 #[cfg(unix)]
 mod prefork;
 #[cfg(unix)]

@@ -56,6 +56,23 @@ pub fn socket_pair() -> napi::Result<Vec<i32>> {
     Ok(vec![host.into_raw_fd(), child.into_raw_fd()])
 }
 
+/// Closes a descriptor [`socket_pair`] made (the child's end, once the
+/// child has it), with `close(2)` alone. Node's and Bun's `fs.closeSync` do
+/// the same, but Deno's closes only descriptors Deno itself opened (`EBADF`
+/// for any other), and a `net.Socket` around the descriptor would
+/// `shutdown()` the socket on destroy, ending it for the child too.
+#[napi_derive::napi(catch_unwind)]
+pub fn close_descriptor(fd: i32) -> napi::Result<()> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    if fd < 0 {
+        return Err(napi::Error::from_reason(format!("not a descriptor: {fd}")));
+    }
+    // SAFETY: `close` takes it back out with `into_raw_fd` before closing,
+    // so no `OwnedFd` ever drops a descriptor the caller no longer owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    nix::unistd::close(owned).map_err(|errno| napi::Error::from_reason(format!("close({fd}): {errno}")))
+}
+
 /// What a stream's owner can tell a blocked or future read.
 pub(crate) struct StreamControl {
     /// The socket, for `shutdown()`, while the reader may still use it; the

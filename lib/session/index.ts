@@ -6,7 +6,7 @@
  * spawned, or attached in `attach.ts`); `operations.ts` is what the
  * application calls.
  */
-import { SessionStartError } from "../errors";
+import { RuntimePermissionError, SessionStartError } from "../errors";
 import type { JsonObject } from "../protocol";
 import { resolveBackendSpec } from "../process";
 import { warmOptions } from "../spawn/warm/options";
@@ -35,7 +35,9 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     const notify = controller.notify;
     open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic));
   } catch (error) {
-    return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error }));
+    // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.
+    const code = error instanceof RuntimePermissionError ? "spawn-failed" : "invalid-spec";
+    return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), code, { cause: error }));
   }
   const { command } = spec;
   // A warm start forks in milliseconds and takes no slot; a cold one holds

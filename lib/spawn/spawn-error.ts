@@ -10,6 +10,7 @@
 import { existsSync, statSync } from "node:fs";
 import { constants } from "node:os";
 import { isAbsolute, resolve } from "node:path";
+import { deniedPermission } from "../errors";
 
 /** Why a spawn failed, where the process layer can tell. */
 export type SpawnFailureReason =
@@ -22,7 +23,9 @@ export type SpawnFailureReason =
   /** The command exists but may not be executed. */
   | "not-executable"
   /** The host has run out of file descriptors (or the system has). */
-  | "out-of-descriptors";
+  | "out-of-descriptors"
+  /** The runtime may not start processes (Deno without --allow-run). */
+  | "permission-denied";
 
 /** A spawn failure as the process layer reports it (`onSpawnError`, or thrown). */
 export interface BridgeSpawnError extends NodeJS.ErrnoException {
@@ -72,7 +75,7 @@ export function explainSpawnError(error: Error, attempt: SpawnAttempt): BridgeSp
   const failure = error as BridgeSpawnError;
   failure.command = attempt.command;
   failure.cwd = attempt.cwd;
-  failure.reason ??= reasonOf(failure.code, attempt, failure.path);
+  failure.reason ??= deniedPermission(failure) !== undefined ? "permission-denied" : reasonOf(failure.code, attempt, failure.path);
   failure.detail = describe(failure.reason, attempt);
   if (failure.code !== undefined && failure.message.startsWith("spawn ")) failure.message = `spawn ${attempt.command} ${failure.code}`;
   return failure;
@@ -110,6 +113,8 @@ function describe(reason: SpawnFailureReason | undefined, attempt: SpawnAttempt)
       return "the command is not executable";
     case "out-of-descriptors":
       return "the host has run out of file descriptors";
+    case "permission-denied":
+      return "the runtime may not start processes (Deno: run with --allow-run)";
     default:
       return undefined;
   }

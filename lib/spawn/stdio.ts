@@ -8,7 +8,6 @@
  * without the supervisor. (With `stdio: "pipe"`, a spawn that ran out of
  * descriptors halfway left Node's two host ends open for good.)
  */
-import { closeSync } from "node:fs";
 import { Socket } from "node:net";
 import { native } from "../native";
 import type { FlowGate } from "../stream/flow";
@@ -28,10 +27,16 @@ function socketPair(): Pair {
   return { host, child };
 }
 
+/**
+ * Closes one of the addon's descriptors, natively: Deno's `fs.closeSync`
+ * refuses a descriptor Deno did not open (`EBADF`), which left the child's
+ * ends open in the host there, so that the control socket never ended and
+ * the host never exited.
+ */
 function closeQuietly(fd: number | undefined): void {
   if (fd === undefined) return;
   try {
-    closeSync(fd);
+    native.closeDescriptor(fd);
   } catch {
     // Already closed.
   }

@@ -9,6 +9,7 @@
  */
 import { accessSync, constants, existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { deniedPermission, RuntimePermissionError } from "../errors";
 
 /** The napi-rs platform name of this process: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, … */
 export function platformName(): string {
@@ -80,8 +81,13 @@ export function findSupervisor(): string | null {
       accessSync(candidate, constants.X_OK);
       found = candidate;
       break;
-    } catch {
-      // Not here.
+    } catch (error) {
+      // Not here, unless the runtime would not let us look (Deno without --allow-run).
+      const permission = deniedPermission(error);
+      if (permission !== undefined) {
+        found = undefined;
+        throw new RuntimePermissionError(permission, "to find and run its supervisor", { cause: error });
+      }
     }
   }
   return found;
