@@ -274,6 +274,38 @@ describe("agentlane-bridge: many conversations in one bridge (--warm)", () => {
     watcher.close();
   });
 
+  it("a subscriber that stops reading is cut off with resource_exhausted once 64 MiB wait for it; its conversation and the others carry on", async () => {
+    const slow = 7;
+    const others = [1, 2, 3, 4, 5, 6];
+    const size = 40_000_000;
+    const stalled = agent.subscribe({ conversationId: ids[slow] })[Symbol.asyncIterator]();
+    // In place once it got something (a Configure's answer); then it reads no more.
+    const first = stalled.next();
+    for (let placed = null; placed === null; ) {
+      await agent.configure({ patchJson: "{}", conversationId: ids[slow] });
+      placed = await Promise.race([first, new Promise((resolve) => setTimeout(() => resolve(null), 1_000))]);
+    }
+    const firstSeq = (await first).value.item.value.seq;
+    const running = others.map((i) => noteRun(i));
+    // Three runs with a 40 MB event each: the first is held by the stalled
+    // connection, the next two wait in its queue and pass 64 MiB.
+    for (let k = 0; k < 3; k++) {
+      const run = await collect(agent.prompt({ text: `big ${size}`, conversationId: ids[slow] }));
+      expect(run.error).toBeUndefined();
+      expect(run.events.at(-1)!.event.final_output).toBe(`Received ${size + 2} bytes of JSON`);
+    }
+    (await Promise.all(running)).forEach((r, k) => expectOwnNote(others[k], r));
+    const rest = await collect({ [Symbol.asyncIterator]: () => stalled } as AsyncIterable<any>);
+    expect(rest.error?.code).toBe(Code.ResourceExhausted);
+    expect(rest.error?.rawMessage).toBe("this stream fell too far behind the backend and was cut off");
+    const seqs = [firstSeq, ...rest.events.map((e) => e.seq)].map(Number);
+    expect(seqs).toEqual(seqs.map((_, k) => seqs[0] + k)); // nothing skipped before the cut
+    expect(rest.events.filter((e) => record(e)?.type === "tool_end").length).toBeLessThan(3);
+    // The conversation serves on.
+    const next = await collect(agent.prompt({ text: `chat ${marker(slow)}`, conversationId: ids[slow] }));
+    expect(next.events.at(-1)!.type).toBe("run_complete");
+  });
+
   it("CloseConversation mid-run: the run ends cancelled and its streams end OK (as Shutdown does), its processes are gone, the others finish", async () => {
     const closed = 14;
     const others = [15, 16, 17, 18, 19];
