@@ -3,7 +3,9 @@
  * end: the release bridge, the real agentlane==0.22.0 scenario backend
  * (tests/e2e/backends/scenario_app.py, a scripted model; keywords in
  * tests/e2e/NOTES.md: `note` asks for an approval and echoes the prompt,
- * `slow` ticks, `big` sends one 20 MB event), connect-es clients.
+ * `slow` ticks, `big N` sends one event of N bytes), connect-es clients.
+ * The scenario app rather than the demo app: its prompts name a file of
+ * their own and its `big` runs fill a stalled client's queue.
  *
  * One bridge serves the file, started with `--warm`: its conversations fork
  * from one prefork server that imported the app once, so 20 of them are
@@ -173,13 +175,13 @@ describe("agentlane-bridge: many conversations in one bridge (--warm)", () => {
   async function subscribed(i: number, json = false): Promise<Subscription> {
     const subscription = new Subscription(bridge, { conversationId: ids[i], json });
     // A Configure answered before the subscription is in place is not seen: ask again.
-    for (;;) {
+    for (let tries = 1; ; tries++) {
       const { event } = await agent.configure({ patchJson: "{}", conversationId: ids[i] });
       try {
         await subscription.until((e) => e.seq === event.seq, "the config event", 1_000);
         return subscription;
       } catch (error) {
-        if (subscription.ended) throw error;
+        if (subscription.ended || tries === 10) throw error;
       }
     }
   }
@@ -297,7 +299,8 @@ describe("agentlane-bridge: many conversations in one bridge (--warm)", () => {
     const stalled = agent.subscribe({ conversationId: ids[slow] })[Symbol.asyncIterator]();
     // In place once it got something (a Configure's answer); then it reads no more.
     const first = stalled.next();
-    for (let placed = null; placed === null; ) {
+    for (let placed = null, tries = 0; placed === null; tries++) {
+      if (tries === 10) throw new Error("the stalled subscription got nothing in 10 s");
       await agent.configure({ patchJson: "{}", conversationId: ids[slow] });
       placed = await Promise.race([first, new Promise((resolve) => setTimeout(() => resolve(null), 1_000))]);
     }
