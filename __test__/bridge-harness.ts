@@ -18,10 +18,10 @@ export const venvPython = join(repoRoot, ".venv/bin/python");
 export const backendsDir = join(repoRoot, "tests/e2e/backends");
 export const demoDir = join(repoRoot, "examples/backend");
 
-/** $AGENTLANE_BRIDGE, else the newest of the release and debug builds. */
+/** $AGENTLANE_BRIDGE, else the newest of the release, quick (`npm test`'s) and debug builds. */
 export const bridgeBinary: string = (() => {
   if (process.env.AGENTLANE_BRIDGE) return process.env.AGENTLANE_BRIDGE;
-  const built = ["release", "debug"]
+  const built = ["release", "quick", "debug"]
     .map((profile) => join(repoRoot, "target", profile, "agentlane-bridge"))
     .filter((path) => existsSync(path))
     .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);

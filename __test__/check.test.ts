@@ -66,6 +66,20 @@ describe.runIf(existsSync(python) && existsSync(cli))("process-bridge-native che
     expect(report.start.error.code).toBe("exited-before-ready");
   });
 
+  it("--help and -h, with or without check, print the usage on stdout and exit 0; after -- they are the backend's", () => {
+    for (const args of [["--help"], ["-h"], ["check", "--help"], ["check", "-h"], ["check", "--app", "x:y", "--help"]]) {
+      const result = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8" });
+      expect(result.status, args.join(" ")).toBe(0);
+      expect(result.stdout).toMatch(/^usage: process-bridge-native check --app module:factory/);
+      expect(result.stdout).toContain("-h, --help");
+      expect(result.stderr).toBe("");
+    }
+    // After `--` the words are the backend command's: here a command that does not exist, so the check fails (1), not help (0).
+    const passedOn = spawnSync(process.execPath, [cli, "check", "--", "/no/such/backend", "--help"], { encoding: "utf8" });
+    expect(passedOn.status).toBe(1);
+    expect(passedOn.stdout).not.toMatch(/^usage:/);
+  });
+
   it("a usage error: exit 2", () => {
     const result = spawnSync(process.execPath, [cli, "check"], { encoding: "utf8" });
     expect(result.status).toBe(2);

@@ -75,8 +75,9 @@ describe("the demo host", () => {
 
 describe("the Rust example host (core only, no Node)", () => {
   it("runs the same conversation", () => {
-    execFileSync("cargo", ["build", "--release", "-q", "-p", "bridge-core", "--example", "host"], { cwd: repoRoot, stdio: "inherit" });
-    const result = spawnSync(join(repoRoot, "target", "release", "examples", "host"), { encoding: "utf8", timeout: 60_000 });
+    // The quick profile's (Cargo.toml): `npm test`'s cargo test has built it already.
+    execFileSync("cargo", ["build", "--profile", "quick", "-q", "-p", "bridge-core", "--example", "host"], { cwd: repoRoot, stdio: "inherit" });
+    const result = spawnSync(join(repoRoot, "target", "quick", "examples", "host"), { encoding: "utf8", timeout: 60_000 });
     expect(result.stderr).toBe("");
     expect(result.status).toBe(0);
     expect(result.stdout).toContain("backend ready: agentlane 0.22.0, protocol 1.0");

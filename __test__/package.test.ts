@@ -5,7 +5,7 @@
  * the platform, the loader's error names the platform and what to do.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -123,6 +123,37 @@ describe("the packed package", () => {
       expect(result.stderr).toBe("");
       // Supervised: the supervisor was found in the platform package.
       expect(result.stdout).toBe("Hi from the kit. prompt,shutdown supervised\n");
+    }
+  });
+
+  it("a platform package that lost its supervisor (gone, or not executable): the session says so once, with a code, and check fails naming it", () => {
+    const dir = project("lost-supervisor", [mainTarball, platformTarball]);
+    const supervisor = join(dir, "node_modules", "@agentlanejs", `process-bridge-native-${platform}`, `process-bridge-supervisor.${platform}`);
+    const backend = { command: join(repoRoot, ".venv", "bin", "python"), args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: join(repoRoot, "examples", "backend") };
+    writeFileSync(
+      join(dir, "session.cjs"),
+      `const { createAgentSession } = require("@agentlanejs/process-bridge-native");
+      (async () => {
+        const seen = [];
+        for (let i = 0; i < 2; i++) {
+          const session = await createAgentSession({ backend: ${JSON.stringify(backend)}, onDiagnostic: (d) => { if (d.kind === "supervisor-missing") seen.push(d.code + " " + d.path); } });
+          seen.push(session.process.mode);
+          await session.close();
+        }
+        console.log(seen.join("\\n"));
+      })();`,
+    );
+    const cli = join(dir, "node_modules", ".bin", "process-bridge-native");
+    for (const [breakIt, errno] of [[() => chmodSync(supervisor, 0o644), "EACCES"], [() => rmSync(supervisor), "ENOENT"]] as const) {
+      breakIt();
+      const session = spawnSync(process.execPath, ["session.cjs"], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+      expect(session.stderr).toBe("");
+      // One diagnostic per session started (each says so), and the mode it fell back to.
+      expect(session.stdout).toBe(`${errno} ${supervisor}\ngrouped\n${errno} ${supervisor}\ngrouped\n`);
+      const check = spawnSync(cli, ["check", "--", backend.command, ...backend.args], { cwd: backend.cwd, encoding: "utf8", timeout: 60_000 });
+      expect(check.status).toBe(1);
+      expect(check.stdout).toContain(`process-bridge-supervisor.${platform}`);
+      expect(check.stdout.trim().split("\n").at(-1)).toBe("check failed");
     }
   });
 

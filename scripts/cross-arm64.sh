@@ -118,15 +118,18 @@ cross_env=(
   CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
   AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 )
+# The quick profile (Cargo.toml: release's optimisation without LTO): these
+# builds serve the tests and the publish rehearsal; release.yml builds the
+# published ones with the release profile.
 step "build $TARGET"
-if ! env "${cross_env[@]}" cargo build --release --locked --target "$TARGET" -p process-bridge-native -p bridge-supervisor --color never \
+if ! env "${cross_env[@]}" cargo build --profile quick --locked --target "$TARGET" -p process-bridge-native -p bridge-supervisor --color never \
     >"$logs/build.log" 2>&1; then
   tail -30 "$logs/build.log"
   count build 0 1
   exit 1
 fi
-cp "$out/cargo/$TARGET/release/libprocess_bridge_native.so" "$addon"
-cp "$out/cargo/$TARGET/release/process-bridge-supervisor" "$supervisor"
+cp "$out/cargo/$TARGET/quick/libprocess_bridge_native.so" "$addon"
+cp "$out/cargo/$TARGET/quick/process-bridge-supervisor" "$supervisor"
 echo "   $addon: needs glibc $(aarch64-linux-gnu-objdump -T "$addon" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)"
 count build 1 0
 took
@@ -134,7 +137,7 @@ took
 # ---- 5. tests -------------------------------------------------------------------
 step "cargo test -p bridge-core (qemu)"
 set +e
-env "${cross_env[@]}" cargo test --release --locked --target "$TARGET" -p bridge-core --color never >"$logs/cargo-test.log" 2>&1
+env "${cross_env[@]}" cargo test --profile quick --locked --target "$TARGET" -p bridge-core --color never >"$logs/cargo-test.log" 2>&1
 rc=$?
 set -e
 read -r p f < <(grep -oE 'test result: \w+\. [0-9]+ passed; [0-9]+ failed' "$logs/cargo-test.log" | awk '{p += $4; f += $6} END {print p + 0, f + 0}')

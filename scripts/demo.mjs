@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The main job (`npm run demo`): works on a fresh clone. Installs what is
-// missing (npm packages, the addon (demo profile) and TypeScript build when their
+// missing (npm packages, the addon (quick profile) and TypeScript build when their
 // sources changed, the Python 3.12 virtualenv with agentlane==0.22.0), then
 // runs the demo host: a real conversation with the demo backend.
 import { spawn, spawnSync } from "node:child_process";
@@ -45,10 +45,10 @@ if (!existsSync(join(root, "node_modules", ".package-lock.json"))) {
 }
 const addon = readdirSync(root).find((f) => f.endsWith(".node"));
 if (!addon || built(addon) < Math.max(newest("src"), newest("crates/bridge-core/src"), newest("crates/bridge-prefork/src"), newest("crates/bridge-prefork/python"))) {
-  // The demo profile (Cargo.toml): the release's optimisation without LTO
-  // (a fresh build in 57 s on an idle 2-core machine; not yet timed beside
-  // the release build's); `npm run build` replaces it.
-  step("building the native addon", "npx", ["napi", "build", "--platform", "--profile", "demo", "--no-const-enum"]);
+  // The quick profile (Cargo.toml): the release's optimisation without LTO
+  // (a fresh build in 57 s on an idle 2-core machine); `npm run build`
+  // replaces it with the release build.
+  step("building the native addon", "npx", ["napi", "build", "--platform", "--profile", "quick", "--no-const-enum"]);
 }
 if (built("dist/index.js") < newest("lib")) {
   step("building the TypeScript layer", "npm", ["run", "--silent", "build:ts"]);

@@ -12,6 +12,9 @@
 //   (`process-bridge-native check` through the manager's exec);
 //   a broken release (a platform package whose `files` lost the
 //   supervisor): `check` must fail, naming the missing supervisor;
+//   Yarn 4's age gate on release day: the Yarn projects exempt the package
+//   as the README says (`npmPreapprovedPackages`), and one without the
+//   exemption must be refused with YN0016;
 //   linux-arm64-gnu when scripts/cross-arm64.sh has built it (addon and
 //   supervisor in target/cross-arm64/): `npm install --cpu=arm64` resolves it,
 //   and the probe runs on the emulated arm64 Node.
@@ -156,7 +159,7 @@ function collectArtifacts() {
   }
   const cross = join(root, "target", "cross-arm64");
   const addon = join(cross, "process-bridge-native.linux-arm64-gnu.node");
-  const supervisor = [join(cross, "process-bridge-supervisor.linux-arm64-gnu"), join(cross, "cargo", "aarch64-unknown-linux-gnu", "release", "process-bridge-supervisor")].find(existsSync);
+  const supervisor = [join(cross, "process-bridge-supervisor.linux-arm64-gnu"), join(cross, "cargo", "aarch64-unknown-linux-gnu", "quick", "process-bridge-supervisor")].find(existsSync);
   if (!existsSync(addon) || !supervisor) {
     console.log(
       `rehearsal: linux-arm64-gnu not published: ${!existsSync(addon) ? `no ${addon}` : "no arm64 supervisor in target/cross-arm64/"} (scripts/cross-arm64.sh builds it); x64 only`,
@@ -206,12 +209,27 @@ function platformPackagesIn(dir, found = new Set(), depth = 0) {
   return found;
 }
 
+/**
+ * A Yarn 4 project's .yarnrc.yml. `preapproved`: the README's exemption of
+ * this package from Yarn's age gate (`npmMinimalAgeGate`), which a version
+ * published minutes ago meets; without it the install must be refused.
+ */
+function yarnrc(registry, linker, preapproved = true) {
+  return [
+    `nodeLinker: ${linker}`,
+    `npmRegistryServer: "${registry.url}"`,
+    'unsafeHttpWhitelist: ["127.0.0.1"]',
+    ...(preapproved ? ["npmPreapprovedPackages:", '  - "@agentlanejs/process-bridge-native*"'] : []),
+    "enableGlobalCache: false",
+    "enableTelemetry: false",
+    "",
+  ].join("\n");
+}
+
 function managers(tools, registry) {
-  const yarnrc = (linker) =>
-    [`nodeLinker: ${linker}`, `npmRegistryServer: "${registry.url}"`, 'unsafeHttpWhitelist: ["127.0.0.1"]', "npmMinimalAgeGate: 0", "enableGlobalCache: false", "enableTelemetry: false", ""].join("\n");
   const bin = "process-bridge-native";
   const yarn = (linker) => ({
-    files: { ".yarnrc.yml": yarnrc(linker), "yarn.lock": "" },
+    files: { ".yarnrc.yml": yarnrc(registry, linker), "yarn.lock": "" },
     install: (spec) => [tools.yarn, ["add", spec]],
     exec: (args) => [tools.yarn, ["run", bin, ...args]],
     node: (args) => [tools.yarn, ["node", ...args]],
@@ -284,6 +302,15 @@ async function rehearseManager(name, manager, registry) {
   record(name, "check", checked, checked ? "" : tail(check));
 }
 
+/** Release day under Yarn 4's default age gate, without the README's exemption: refused with YN0016. */
+async function rehearseYarnAgeGate(tools, registry) {
+  const name = "yarn (age gate)";
+  const dir = freshProject(name, { ".yarnrc.yml": yarnrc(registry, "node-modules", false), "yarn.lock": "" });
+  const install = await exec(tools.yarn, ["add", PKG], { cwd: dir, env: managerEnv(registry, dir) });
+  const refused = install.code !== 0 && /YN0016/.test(install.stdout + install.stderr);
+  record(name, "refused on release day (YN0016)", refused, refused ? "" : `expected a YN0016 refusal; ${tail(install)}`);
+}
+
 /** The broken release: the check must fail and say why. */
 async function rehearseBroken(registry, brokenVersion) {
   const name = "npm (broken release)";
@@ -347,6 +374,7 @@ async function main() {
     await Promise.all([
       ...Object.entries(all).map(([name, manager]) => rehearseManager(name, manager, registry)),
       rehearseBroken(registry, brokenVersion),
+      rehearseYarnAgeGate(tools, registry),
       artifacts.arm64 ? rehearseArm64(registry) : Promise.resolve(),
     ]);
   } finally {

@@ -34,11 +34,14 @@ function must(result, what) {
   }
 }
 
-// 1. Set-up: packages, addon, TypeScript build, Python backend.
+// 1. Set-up: packages, addon, TypeScript build, Python backend. The Rust
+// parts build with the quick profile (Cargo.toml: release's optimisation
+// without LTO), shared by the addon, cargo test, clippy and the bridge's
+// suites; benchmarks and releases use `npm run build` (LTO).
 if (!existsSync(join(root, "node_modules", ".package-lock.json"))) {
   must(run("npm", ["ci", "--no-audit", "--no-fund"]), "npm ci");
 }
-must(run("npm", ["run", "build"]), "the build");
+must(run("npm", ["run", "build:quick"]), "the build");
 must(run("bash", ["scripts/setup-python.sh"]), "the Python backend setup");
 // The agentlane-bridge client tests: .venv-clients (connectrpc) and Go.
 must(run("bash", ["scripts/setup-bridge-clients.sh"]), "the bridge clients' setup");
@@ -60,7 +63,7 @@ function failedIn(summary, where) {
 }
 
 // 2. Rust: the core's unit and integration tests.
-const cargo = run("cargo", ["test", "--workspace", "--release", "--color", "never"], { capture: true });
+const cargo = run("cargo", ["test", "--workspace", "--profile", "quick", "--color", "never"], { capture: true });
 for (const match of (cargo.stdout ?? "").matchAll(/test result: \w+\. (\d+) passed; (\d+) failed/g)) {
   passed += Number(match[1]);
   failed += Number(match[2]);
@@ -71,7 +74,7 @@ if (cargo.status !== 0) failures.push("cargo test (see above)");
 
 // 2b. Lints: clippy over the whole workspace, warnings denied (the
 // workspace lints include SAFETY notes on every unsafe block). One test.
-const clippy = run("cargo", ["clippy", "--workspace", "--release", "--all-targets", "--color", "never", "--", "-D", "warnings"]);
+const clippy = run("cargo", ["clippy", "--workspace", "--profile", "quick", "--all-targets", "--color", "never", "--", "-D", "warnings"]);
 if (clippy.status === 0) passed += 1;
 else {
   failed += 1;
@@ -183,6 +186,19 @@ if (process.platform !== "linux" || process.arch !== "x64") {
   if (cross.status !== 0 && !/^arm64 \S+: \d+ passed, [1-9]\d* failed/m.test(cross.stdout ?? "")) counted("arm64 (script)", 0, 1);
   if (parts === 0 && cross.status === 0) counted("arm64 (no parts ran)", 0, 1);
   platformCounts.push(`(arm64 in all, with its set-up: ${crossSeconds} s)`);
+}
+// 9. The publish rehearsal (issue 23): the release's publish script to a
+// local Verdaccio, then npm, pnpm, Yarn 4 (node-modules and PnP) and Bun
+// install it in fresh projects (linux-arm64-gnu too when step 8 built it).
+// One count per manager and step.
+if (process.platform !== "linux") {
+  console.log("\npublish rehearsal: skipped (the platform packages built here are Linux's)");
+} else {
+  const rehearsal = run(process.execPath, ["scripts/rehearse-publish.mjs"], { capture: true });
+  const match = /^rehearsal: (\d+) passed, (\d+) failed \((\d+) s\)$/m.exec(rehearsal.stdout ?? "");
+  for (const line of (rehearsal.stdout ?? "").matchAll(/^rehearsal FAILED: (.*)$/gm)) failures.push(`rehearsal: ${line[1]}`);
+  if (match) counted("publish rehearsal", Number(match[1]), Number(match[2]) + (rehearsal.status !== 0 && match[2] === "0" ? 1 : 0), Number(match[3]));
+  else counted("publish rehearsal", 0, 1);
 }
 console.log(`\nPlatform steps:\n  ${platformCounts.join("\n  ")}`);
 console.log(`\nStep times (${Math.round(process.uptime())} s in all):\n${stepTimes.join("\n")}`);

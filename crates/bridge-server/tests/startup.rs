@@ -144,3 +144,19 @@ fn a_port_in_use_fails_at_listen_and_the_backend_is_stopped() {
         "the backend outlived a failed start"
     );
 }
+
+#[test]
+fn help_prints_the_usage_on_stdout_and_exits_0() {
+    for flag in ["--help", "-h"] {
+        let output = bridge(&[flag]);
+        assert_eq!(output.status.code(), Some(0), "{flag}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("Usage: agentlane-bridge"), "{flag}: {stdout}");
+        assert!(stdout.contains("--max-conversations"), "{flag}: {stdout}");
+        assert!(output.stderr.is_empty(), "{flag}");
+    }
+    // The `check` subcommand's own help, the same way.
+    let output = bridge(&["check", "--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Usage: agentlane-bridge check"));
+}
