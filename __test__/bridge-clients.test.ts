@@ -73,6 +73,7 @@ const goLibraryTests = [
   "TestBackendDeathEndsTheStream",
   "TestConversationsDoNotCross",
   "TestConversationLimit",
+  "TestWarmConversationWithAnApproval",
   "TestHostileWire",
   "TestConfigureFailureOfGarbage",
 ];

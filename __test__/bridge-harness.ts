@@ -110,9 +110,10 @@ export class Subscription {
   private readonly controller = new AbortController();
   private wakers: (() => void)[] = [];
 
-  constructor(bridge: Bridge, options: { json?: boolean; batched?: boolean } = {}) {
+  constructor(bridge: Bridge, options: { json?: boolean; batched?: boolean; conversationId?: string } = {}) {
     const agent = bridge.client(AgentService, { json: options.json });
-    this.done = collect(agent.subscribe({ batched: options.batched ?? false }, { signal: this.controller.signal }) as AsyncIterable<Item>, (event) => {
+    const request = { batched: options.batched ?? false, conversationId: options.conversationId ?? "" };
+    this.done = collect(agent.subscribe(request, { signal: this.controller.signal }) as AsyncIterable<Item>, (event) => {
       this.events.push(event);
       this.wake();
     }).then((result) => {

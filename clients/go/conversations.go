@@ -82,10 +82,13 @@ func (b *Bridge) ListConversations(ctx context.Context) ([]ConversationInfo, err
 // for one addressed by Bridge.Conversation or Default).
 func (c *Conversation) Info() ConversationInfo { return c.info }
 
-// Close ends the conversation: its new calls refused, its backend sent
-// `shutdown` and SIGKILLed after the grace (0: the bridge's), its streams
-// ended (unavailable); returns its backend's exit. not_found for an
-// unknown or already closed id. The other conversations are untouched.
+// Close ends the conversation as Bridge.Close ends the bridge: its new
+// calls refused (not_found once closed), its backend sent `shutdown`, which
+// ends an active run as cancelled (its Prompt ends with run_cancelled and no
+// error; Subscribe streams end without error), SIGKILLed after the grace
+// (0: the bridge's; only a run still going then ends unavailable); returns
+// its backend's exit. not_found for an unknown or already closed id. The
+// other conversations are untouched.
 func (c *Conversation) Close(ctx context.Context, grace time.Duration) (*ExitReport, error) {
 	id := c.id
 	if id == "" {

@@ -20,8 +20,10 @@ impl Conversation {
     fn refuse_if_ended(s: &State) -> Result<(), ConnectError> {
         match &s.ended {
             Some(error) => Err(error.clone()),
+            // CloseConversation, or the bridge's shutdown (whose guard
+            // refuses new calls before they get here).
             None if s.stopping => Err(ConnectError::unavailable(
-                "agentlane-bridge is shutting down",
+                "the conversation is closing",
             )),
             None => Ok(()),
         }

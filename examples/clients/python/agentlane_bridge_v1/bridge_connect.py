@@ -383,10 +383,16 @@ class ConversationService(Protocol):
 
     async def close_conversation(self, request: CloseConversationRequest, ctx: RequestContext[CloseConversationRequest, CloseConversationResponse], /) -> CloseConversationResponse:
         """
-        Ends a conversation: refuses its new calls, sends `shutdown` to its
-        backend, SIGKILLs its process group after the grace, ends its streams
-        (`unavailable`) and answers with its backend's exit. `not_found` for an
-        unknown id.
+        Ends a conversation as `Shutdown` ends the bridge, for this
+        conversation only: refuses its new calls (`unavailable` while it
+        closes, `not_found` once it is closed), sends `shutdown` to its
+        backend, which ends an active run as cancelled (the run's `Prompt`
+        stream carries `run_cancelled`, then ends OK) and is answered by the
+        `shutdown` event (its `Subscribe` streams end OK after it), SIGKILLs its
+        process group after the grace and answers with its backend's exit. Only
+        a run the backend had not ended when it was killed ends `unavailable`.
+        A close is asked for, not a failure: `unavailable` would tell a client
+        to retry. `not_found` for an unknown id.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -518,10 +524,16 @@ class ConversationServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> CloseConversationResponse:
         """
-        Ends a conversation: refuses its new calls, sends `shutdown` to its
-        backend, SIGKILLs its process group after the grace, ends its streams
-        (`unavailable`) and answers with its backend's exit. `not_found` for an
-        unknown id.
+        Ends a conversation as `Shutdown` ends the bridge, for this
+        conversation only: refuses its new calls (`unavailable` while it
+        closes, `not_found` once it is closed), sends `shutdown` to its
+        backend, which ends an active run as cancelled (the run's `Prompt`
+        stream carries `run_cancelled`, then ends OK) and is answered by the
+        `shutdown` event (its `Subscribe` streams end OK after it), SIGKILLs its
+        process group after the grace and answers with its backend's exit. Only
+        a run the backend had not ended when it was killed ends `unavailable`.
+        A close is asked for, not a failure: `unavailable` would tell a client
+        to retry. `not_found` for an unknown id.
         """
         return await self.execute_unary(
             request=request,
@@ -561,10 +573,16 @@ class ConversationServiceSync(Protocol):
 
     def close_conversation(self, request: CloseConversationRequest, ctx: RequestContext[CloseConversationRequest, CloseConversationResponse], /) -> CloseConversationResponse:
         """
-        Ends a conversation: refuses its new calls, sends `shutdown` to its
-        backend, SIGKILLs its process group after the grace, ends its streams
-        (`unavailable`) and answers with its backend's exit. `not_found` for an
-        unknown id.
+        Ends a conversation as `Shutdown` ends the bridge, for this
+        conversation only: refuses its new calls (`unavailable` while it
+        closes, `not_found` once it is closed), sends `shutdown` to its
+        backend, which ends an active run as cancelled (the run's `Prompt`
+        stream carries `run_cancelled`, then ends OK) and is answered by the
+        `shutdown` event (its `Subscribe` streams end OK after it), SIGKILLs its
+        process group after the grace and answers with its backend's exit. Only
+        a run the backend had not ended when it was killed ends `unavailable`.
+        A close is asked for, not a failure: `unavailable` would tell a client
+        to retry. `not_found` for an unknown id.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -694,10 +712,16 @@ class ConversationServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> CloseConversationResponse:
         """
-        Ends a conversation: refuses its new calls, sends `shutdown` to its
-        backend, SIGKILLs its process group after the grace, ends its streams
-        (`unavailable`) and answers with its backend's exit. `not_found` for an
-        unknown id.
+        Ends a conversation as `Shutdown` ends the bridge, for this
+        conversation only: refuses its new calls (`unavailable` while it
+        closes, `not_found` once it is closed), sends `shutdown` to its
+        backend, which ends an active run as cancelled (the run's `Prompt`
+        stream carries `run_cancelled`, then ends OK) and is answered by the
+        `shutdown` event (its `Subscribe` streams end OK after it), SIGKILLs its
+        process group after the grace and answers with its backend's exit. Only
+        a run the backend had not ended when it was killed ends `unavailable`.
+        A close is asked for, not a failure: `unavailable` would tell a client
+        to retry. `not_found` for an unknown id.
         """
         return self.execute_unary(
             request=request,

@@ -931,10 +931,16 @@ export declare const ConversationService: GenService<{
     output: typeof ListConversationsResponseSchema;
   },
   /**
-   * Ends a conversation: refuses its new calls, sends `shutdown` to its
-   * backend, SIGKILLs its process group after the grace, ends its streams
-   * (`unavailable`) and answers with its backend's exit. `not_found` for an
-   * unknown id.
+   * Ends a conversation as `Shutdown` ends the bridge, for this
+   * conversation only: refuses its new calls (`unavailable` while it
+   * closes, `not_found` once it is closed), sends `shutdown` to its
+   * backend, which ends an active run as cancelled (the run's `Prompt`
+   * stream carries `run_cancelled`, then ends OK) and is answered by the
+   * `shutdown` event (its `Subscribe` streams end OK after it), SIGKILLs its
+   * process group after the grace and answers with its backend's exit. Only
+   * a run the backend had not ended when it was killed ends `unavailable`.
+   * A close is asked for, not a failure: `unavailable` would tell a client
+   * to retry. `not_found` for an unknown id.
    *
    * @generated from rpc agentlane.bridge.v1.ConversationService.CloseConversation
    */
