@@ -200,6 +200,23 @@ if (process.platform !== "linux") {
   if (match) counted("publish rehearsal", Number(match[1]), Number(match[2]) + (rehearsal.status !== 0 && match[2] === "0" ? 1 : 0), Number(match[3]));
   else counted("publish rehearsal", 0, 1);
 }
+// 10. Bun and Deno as runtimes (issue 23): tests/runtime's program (the
+// codec, streams, spawn and containment, the session with the real backend,
+// the testing kit) on the packed, installed package, under each pinned
+// runtime, with Node as the control. One count per test and runtime.
+if (process.platform !== "linux" || !["x64", "arm64"].includes(process.arch)) {
+  console.log("\nruntimes: skipped (the pinned Bun and Deno builds are fetched for Linux)");
+} else {
+  const runtimes = run(process.execPath, ["scripts/test-runtimes.mjs"], { capture: true });
+  const out = runtimes.stdout ?? "";
+  for (const line of out.matchAll(/^runtime (\S+) FAILED: (.*)$/gm)) failures.push(`runtime ${line[1]}: ${line[2]}`);
+  let parts = 0;
+  for (const match of out.matchAll(/^runtime (\S+): (\d+) passed, (\d+) failed \(([\d.]+) s\)$/gm)) {
+    counted(`runtime ${match[1]}`, Number(match[2]), Number(match[3]), Math.round(Number(match[4])));
+    parts += 1;
+  }
+  if (parts === 0 || (runtimes.status !== 0 && !/^runtime \S+: \d+ passed, [1-9]\d* failed/m.test(out))) counted("runtimes (script)", 0, 1);
+}
 console.log(`\nPlatform steps:\n  ${platformCounts.join("\n  ")}`);
 console.log(`\nStep times (${Math.round(process.uptime())} s in all):\n${stepTimes.join("\n")}`);
 // ---- end of the platform steps.
