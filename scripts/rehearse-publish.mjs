@@ -192,7 +192,13 @@ function breakPackage(staging, how, newVersion) {
 
 // ---- the package managers ----------------------------------------------------
 
-/** The platform packages on disk in a project (node_modules, .pnpm, Yarn's cache and unplugged folders). */
+/**
+ * The platform packages on disk in a project (node_modules, .pnpm, Yarn's
+ * cache and unplugged folders). Not the managers' own caches the rehearsal
+ * puts in the project (`.cache-*`): Yarn keeps there the registry metadata
+ * of every optional dependency it resolved, whose files are named after
+ * the package but hold no package.
+ */
 function platformPackagesIn(dir, found = new Set(), depth = 0) {
   if (depth > 8) return found;
   let entries;
@@ -202,6 +208,7 @@ function platformPackagesIn(dir, found = new Set(), depth = 0) {
     return found;
   }
   for (const entry of entries) {
+    if (depth === 0 && entry.name.startsWith(".cache-")) continue;
     const match = /process-bridge-native-((?:linux|darwin|win32)-(?:x64|arm64)(?:-(?:gnu|musl|msvc))?)/.exec(entry.name);
     if (match) found.add(match[1]);
     if (entry.isDirectory() && !entry.isSymbolicLink()) platformPackagesIn(join(dir, entry.name), found, depth + 1);
@@ -267,11 +274,18 @@ function freshProject(name, files = {}) {
   return dir;
 }
 
+/**
+ * A manager's environment: this process's, without the npm_config_* that
+ * `npm test` (npm run) sets for its scripts (a user's project has none; with
+ * npm's `userconfig` and `registry` among them pnpm asked the public
+ * registry), and with the local registry's.
+ */
 function managerEnv(registry, dir) {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_config_/i.test(name)));
   return {
-    ...process.env,
+    ...inherited,
     npm_config_registry: `${registry.url}/`,
-    NPM_CONFIG_USERCONFIG: registry.npmrc,
+    npm_config_userconfig: registry.npmrc,
     BUN_INSTALL_CACHE_DIR: join(dir, ".cache-bun"),
     YARN_GLOBAL_FOLDER: join(dir, ".cache-yarn"),
     UV_OFFLINE: "1",

@@ -124,6 +124,9 @@ func TestProgramExitLeavesNoProcess(t *testing.T) {
 // Wrong binaries are typed errors, and so is a bridge whose backend fails.
 func TestStartFailures(t *testing.T) {
 	ctx := within(t, 60*time.Second)
+	// The bridge the rest of the suite uses ($AGENTLANE_BRIDGE when set: npm
+	// test's build is not in target/release), for the last case.
+	bridge := os.Getenv(agentlane.BinaryEnv)
 	opts := demoOptions()
 	opts.Binary = "/nonexistent/agentlane-bridge"
 	_, err := agentlane.Start(ctx, opts)
@@ -148,7 +151,11 @@ func TestStartFailures(t *testing.T) {
 		t.Fatalf("%v", e)
 	}
 
-	os.Unsetenv(agentlane.BinaryEnv)
+	if bridge == "" {
+		os.Unsetenv(agentlane.BinaryEnv)
+	} else {
+		os.Setenv(agentlane.BinaryEnv, bridge)
+	}
 	opts = demoOptions()
 	opts.App = "no_such_module:create_backend"
 	opts.Stderr = &strings.Builder{}
