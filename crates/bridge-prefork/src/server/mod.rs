@@ -8,25 +8,27 @@
 //! that thread.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, IoSlice, PipeReader, Read};
+use std::io::{ErrorKind, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, Stdio};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
 use nix::unistd::Pid;
 
 use crate::conversation::Conversation;
-use crate::protocol::{encode_fork_request, parse_handshake, parse_report, Handshake, Ready, Report, REQUEST_BYTES};
+use crate::protocol::{encode_fork_request, Ready, REQUEST_BYTES};
 use crate::spec::ServerSpec;
+use watcher::Watcher;
+
+mod watcher;
 
 /// How many lines of the server's log are kept (for start failures).
 const LOG_LINES: usize = 40;
@@ -470,210 +472,5 @@ trait WriteSome {
 impl WriteSome for &UnixStream {
     fn write_some(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         std::io::Write::write(self, bytes)
-    }
-}
-
-/// Lines of one descriptor, as they come.
-#[derive(Default)]
-struct Lines {
-    pending: Vec<u8>,
-    ended: bool,
-}
-
-impl Lines {
-    /// Reads what there is (one read: the descriptor was readable).
-    fn read(&mut self, source: &mut impl Read) -> Vec<String> {
-        let mut buffer = [0u8; 8192];
-        match source.read(&mut buffer) {
-            Ok(0) => self.ended = true,
-            Ok(n) => self.pending.extend_from_slice(&buffer[..n]),
-            Err(error) if error.kind() == ErrorKind::Interrupted || error.kind() == ErrorKind::WouldBlock => {}
-            Err(_) => self.ended = true,
-        }
-        let mut lines = Vec::new();
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            lines.push(String::from_utf8_lossy(&line[..end]).into_owned());
-        }
-        if self.ended && !self.pending.is_empty() {
-            lines.push(String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned());
-        }
-        lines
-    }
-}
-
-struct Watcher {
-    shared: Arc<Shared>,
-    channel: UnixStream,
-    log: PipeReader,
-    control: UnixStream,
-    child: Child,
-}
-
-impl Watcher {
-    fn run(mut self) {
-        let mut channel = Lines::default();
-        let mut log = Lines::default();
-        let mut control = Lines::default();
-        let mut reported: Option<Report> = None;
-        // The supervisor could not start the interpreter invocation.
-        let mut failed: Option<String> = None;
-        // Until the supervisor's control socket ends; then, without
-        // waiting, what the others still hold.
-        let mut draining = false;
-        loop {
-            let watched = [(&channel, self.channel.as_fd()), (&log, self.log.as_fd()), (&control, self.control.as_fd())];
-            let mut fds: Vec<PollFd> = Vec::new();
-            let mut which: Vec<usize> = Vec::new();
-            for (i, (lines, fd)) in watched.iter().enumerate() {
-                if !lines.ended {
-                    fds.push(PollFd::new(*fd, PollFlags::POLLIN));
-                    which.push(i);
-                }
-            }
-            if fds.is_empty() {
-                break;
-            }
-            let timeout = if draining { PollTimeout::ZERO } else { PollTimeout::NONE };
-            match poll(&mut fds, timeout) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(Errno::EINTR) => continue,
-                Err(_) => break,
-            }
-            let ready: Vec<usize> = fds
-                .iter()
-                .zip(&which)
-                .filter(|(fd, _)| fd.revents().is_some_and(|r| !r.is_empty()))
-                .map(|(_, &i)| i)
-                .collect();
-            for i in ready {
-                match i {
-                    0 => {
-                        for line in channel.read(&mut self.channel) {
-                            self.handshake(&line);
-                        }
-                        if channel.ended {
-                            self.shared.publish(ServerEvent::Gone);
-                        }
-                    }
-                    1 => {
-                        let lines = log.read(&mut self.log);
-                        self.keep_log(lines);
-                    }
-                    _ => {
-                        for line in control.read(&mut self.control) {
-                            match parse_report(&line) {
-                                Some(Report::Failed { code, message, .. }) => failed = Some(format!("{message} ({code})")),
-                                Some(report) => reported = Some(report),
-                                None => {}
-                            }
-                        }
-                        if control.ended {
-                            draining = true;
-                        }
-                    }
-                }
-            }
-        }
-        self.finish(reported, failed);
-    }
-
-    fn keep_log(&self, lines: Vec<String>) {
-        if lines.is_empty() {
-            return;
-        }
-        let mut state = self.shared.lock();
-        for mut line in lines {
-            if line.len() > LOG_LINE_BYTES {
-                let mut end = LOG_LINE_BYTES;
-                while !line.is_char_boundary(end) {
-                    end -= 1;
-                }
-                line.truncate(end);
-            }
-            if state.log.len() == LOG_LINES {
-                state.log.pop_front();
-            }
-            state.log.push_back(line);
-        }
-    }
-
-    /// The first line on the channel decides the start; later ones are ignored.
-    fn handshake(&self, line: &str) {
-        let mut state = self.shared.lock();
-        if !matches!(state.status, ServerStatus::Starting) {
-            return;
-        }
-        let log_tail = || state.log.iter().cloned().collect::<Vec<_>>();
-        let status = match parse_handshake(line) {
-            Ok(Handshake::Ready(ready)) if ready.protocol == crate::protocol::PROTOCOL => ServerStatus::Ready(ready),
-            Ok(Handshake::Ready(ready)) => ServerStatus::Failed(StartError {
-                kind: StartErrorKind::BadHandshake,
-                message: format!("the server speaks protocol {}, this host {}", ready.protocol, crate::protocol::PROTOCOL),
-                log_tail: log_tail(),
-            }),
-            Ok(Handshake::Refused { code, message }) => ServerStatus::Failed(StartError {
-                kind: StartErrorKind::Refused(code),
-                message,
-                log_tail: log_tail(),
-            }),
-            Err(message) => ServerStatus::Failed(StartError {
-                kind: StartErrorKind::BadHandshake,
-                message,
-                log_tail: log_tail(),
-            }),
-        };
-        state.status = status.clone();
-        drop(state);
-        self.shared.publish(match status {
-            ServerStatus::Ready(ready) => ServerEvent::Ready(ready),
-            ServerStatus::Failed(error) => ServerEvent::Failed(error),
-            ServerStatus::Starting => unreachable!("a handshake decides"),
-        });
-    }
-
-    /// The supervisor's control socket has ended: reap it and say how the server ended.
-    fn finish(mut self, reported: Option<Report>, failed: Option<String>) {
-        self.shared.lock().gone = true;
-        let status = loop {
-            match self.child.wait() {
-                Ok(status) => break Some(status),
-                Err(error) if error.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => break None,
-            }
-        };
-        let (code, signal) = match (reported, status) {
-            (Some(Report::Exited(code)), _) => (Some(code), None),
-            (Some(Report::Signaled(signal)), _) => (None, Some(signal)),
-            (_, Some(status)) => (status.code(), status.signal()),
-            _ => (None, None),
-        };
-        let log_tail = self.shared.log_tail();
-        let exit = ServerExit { code, signal, log_tail: log_tail.clone() };
-        let failed = {
-            let mut state = self.shared.lock();
-            state.exit = Some(exit.clone());
-            if matches!(state.status, ServerStatus::Starting) {
-                let error = StartError {
-                    kind: StartErrorKind::ExitedBeforeReady,
-                    message: match (code, signal) {
-                        _ if failed.is_some() => format!("its command could not be started: {}", failed.unwrap_or_default()),
-                        (Some(code), _) => format!("the server exited with code {code} before its handshake"),
-                        (_, Some(signal)) => format!("the server was ended by signal {signal} before its handshake"),
-                        _ => "the server ended before its handshake".into(),
-                    },
-                    log_tail,
-                };
-                state.status = ServerStatus::Failed(error.clone());
-                Some(error)
-            } else {
-                None
-            }
-        };
-        if let Some(error) = failed {
-            self.shared.publish(ServerEvent::Failed(error));
-        }
-        self.shared.publish(ServerEvent::Exited(exit));
     }
 }
