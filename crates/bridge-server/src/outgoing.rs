@@ -112,15 +112,21 @@ fn invalid_view(item: &Item) -> Option<InvalidLineView<'_>> {
     })
 }
 
-/// The terminal item of a run as the generated message, with its usage.
-fn final_prompt_response(item: &Item, usage: &UsageTotals) -> pb::PromptResponse {
-    use pb::__buffa::oneof::prompt_response::Item as Case;
-    let case = match item {
+/// An item as owned generated messages: the run's terminal item (which
+/// carries its usage, so it is not written from views), and the tests'
+/// reference for the view path.
+enum OwnedItem {
+    Event(pb::BridgeEvent),
+    Invalid(pb::InvalidLine),
+}
+
+fn owned_item(item: &Item) -> OwnedItem {
+    match item {
         Item::Event {
             seq,
             event_type,
             line,
-        } => Case::from(pb::BridgeEvent {
+        } => OwnedItem::Event(pb::BridgeEvent {
             seq: *seq,
             r#type: event_type.as_str().into(),
             json: line.to_string(),
@@ -132,7 +138,7 @@ fn final_prompt_response(item: &Item, usage: &UsageTotals) -> pb::PromptResponse
             message,
             fields,
             head,
-        } => Case::from(pb::InvalidLine {
+        } => OwnedItem::Invalid(pb::InvalidLine {
             seq: *seq,
             message: message.clone(),
             fields: fields.clone(),
@@ -140,6 +146,15 @@ fn final_prompt_response(item: &Item, usage: &UsageTotals) -> pb::PromptResponse
             code: (*code).into(),
             ..Default::default()
         }),
+    }
+}
+
+/// The terminal item of a run as the generated message, with its usage.
+fn final_prompt_response(item: &Item, usage: &UsageTotals) -> pb::PromptResponse {
+    use pb::__buffa::oneof::prompt_response::Item as Case;
+    let case = match owned_item(item) {
+        OwnedItem::Event(event) => Case::from(event),
+        OwnedItem::Invalid(invalid) => Case::from(invalid),
     };
     pb::PromptResponse {
         item: Some(case),
@@ -306,31 +321,9 @@ mod tests {
 
     fn expected(item: &Item) -> pb::SubscribeResponse {
         use pb::__buffa::oneof::subscribe_response::Item as Case;
-        let item = match item {
-            Item::Event {
-                seq,
-                event_type,
-                line,
-            } => Case::from(pb::BridgeEvent {
-                seq: *seq,
-                r#type: event_type.as_str().into(),
-                json: line.to_string(),
-                ..Default::default()
-            }),
-            Item::Invalid {
-                seq,
-                code,
-                message,
-                fields,
-                head,
-            } => Case::from(pb::InvalidLine {
-                seq: *seq,
-                message: message.clone(),
-                fields: fields.clone(),
-                line_head: head.clone(),
-                code: (*code).into(),
-                ..Default::default()
-            }),
+        let item = match owned_item(item) {
+            OwnedItem::Event(event) => Case::from(event),
+            OwnedItem::Invalid(invalid) => Case::from(invalid),
         };
         pb::SubscribeResponse {
             item: Some(item),

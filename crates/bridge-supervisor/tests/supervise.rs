@@ -10,19 +10,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const SUPERVISOR: &str = env!("CARGO_BIN_EXE_process-bridge-supervisor");
+mod common;
 
-/// A stubborn tree: prints `pids <backend> <grandchild> <escaped>` on
-/// stdout, then waits for ever, ignoring the usual signals.
-const STUBBORN: &str = r#"
-trap '' TERM INT HUP
-sh -c 'trap "" TERM INT HUP; while :; do sleep 1; done' &
-g=$!
-setsid sh -c 'trap "" TERM INT HUP; while :; do sleep 1; done' &
-e=$!
-echo "pids $$ $g $e"
-while :; do sleep 1; done
-"#;
+use common::{alive, STUBBORN, SUPERVISOR};
 
 struct Supervised {
     child: Child,
@@ -89,17 +79,6 @@ impl Supervised {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-}
-
-/// Whether `pid` is a process that still runs (a zombie does not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next())
-            .is_some_and(|state| state != "Z"),
-        Err(_) => false,
     }
 }
 
