@@ -7,23 +7,14 @@
  * close, and by SIGKILL. Three seconds later, every process by pid is gone.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "./helpers";
+import { alive, repoRoot } from "./helpers";
 
 const hostScript = join(__dirname, "fixtures", "containment-host.js");
 const dist = join(repoRoot, "dist", "index.js");
 const haveBackend = existsSync(join(repoRoot, ".venv", "bin", "uv"));
-
-/** Running: the process exists and is not a zombie. */
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
 
 interface Pids {
   backend: number;

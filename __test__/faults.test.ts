@@ -27,7 +27,7 @@ import {
   type SessionClose,
   type BridgeProcessOptions,
 } from "../lib/index";
-import { repoRoot } from "./helpers";
+import { alive, goneWithin as gone, repoRoot } from "./helpers";
 
 const fixtures = join(__dirname, "fixtures");
 const faultBackend = (mode: string, n?: number) => ({ command: process.execPath, args: [join(fixtures, "fault-backend.js"), mode, ...(n === undefined ? [] : [String(n)])] });
@@ -95,25 +95,6 @@ function start(mode: string, n?: number, graceMs = 1500, spawnOptions: Partial<B
     return new Promise<void>((resolve) => waiters.push({ match: test, resolve }));
   };
   return { child, channel, log, lines, exit, seen };
-}
-
-/** Running: the process exists and is not a zombie. */
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-/** Waits until `pid` is gone; the kernel may take a moment after a SIGKILL. */
-async function gone(pid: number, timeoutMs = 10_000): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (alive(pid)) {
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
 }
 
 /** Direct children of this process (Linux); a thread may end while we look. */

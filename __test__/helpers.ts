@@ -4,6 +4,25 @@ import { join } from "node:path";
 
 export const repoRoot = join(__dirname, "..");
 
+/** Running: the process exists and is not a zombie (Linux's /proc). */
+export function alive(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until `pid` is gone (the kernel may take a moment after a SIGKILL); false after `timeoutMs`. */
+export async function goneWithin(pid: number, timeoutMs = 10_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return true;
+}
+
 export interface ValidExample {
   name: string;
   line: string;

@@ -3,7 +3,7 @@
  * wireBridgeProcess, and real child processes through spawnBridgeProcess.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -16,7 +16,7 @@ import {
   type BridgeEvent,
   type BridgeProcessCallbacks,
 } from "../lib/index";
-import { repoRoot } from "./helpers";
+import { alive, repoRoot } from "./helpers";
 
 const fixtures = join(__dirname, "fixtures");
 const event = (ts: number) => `{"protocol_version":"1.0","type":"shutdown","ts":${ts}}`;
@@ -259,16 +259,6 @@ describe("no orphan backends", () => {
   }
 
   /** Alive means running: a zombie (state Z) waiting to be reaped is gone. */
-  function alive(pid: number): boolean {
-    const stat = `/proc/${pid}/stat`;
-    if (!existsSync(stat)) return false;
-    try {
-      return readFileSync(stat, "utf8").split(") ")[1]?.[0] !== "Z";
-    } catch {
-      return false;
-    }
-  }
-
   it.runIf(process.platform === "linux")("kills the backend when the host exits without shutting it down", async () => {
     const pid = await orphanHost(true);
     expect(pid).toBeGreaterThan(0);

@@ -21,7 +21,7 @@ import {
   type SessionDiagnostic,
   type WarmOption,
 } from "../lib/index";
-import { repoRoot } from "./helpers";
+import { alive, goneWithin, repoRoot } from "./helpers";
 
 const backends = join(repoRoot, "tests", "e2e", "backends");
 
@@ -36,23 +36,6 @@ function ownServer(app: string, name: string, warm: WarmOption = { fallback: "er
 
 function parentOf(pid: number): number {
   return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
-}
-
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-async function goneWithin(pid: number, ms: number): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (alive(pid)) {
-    if (Date.now() > until) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
 }
 
 const fds = () => readdirSync("/proc/self/fd").length;
