@@ -16,9 +16,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "./helpers";
 
-const scratch = mkdtempSync(join(tmpdir(), "pbn-source-build-"));
-const project = join(scratch, "consumer");
-const installed = join(project, "node_modules", "@agentlanejs", "process-bridge-native");
+// Made in beforeAll: a skipped run (no PBN_SOURCE_BUILD) leaves no empty folder behind.
+let scratch = "";
+let project = "";
+let installed = "";
 
 /** Every `.node` file under `dir`. */
 function binaries(dir: string): string[] {
@@ -27,6 +28,9 @@ function binaries(dir: string): string[] {
 
 describe.runIf(process.env.PBN_SOURCE_BUILD === "1")("building the addon from the installed package's sources", () => {
   beforeAll(() => {
+    scratch = mkdtempSync(join(tmpdir(), "pbn-source-build-"));
+    project = join(scratch, "consumer");
+    installed = join(project, "node_modules", "@agentlanejs", "process-bridge-native");
     const npm = (args: string[], cwd: string) =>
       execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
     const tarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
@@ -35,7 +39,7 @@ describe.runIf(process.env.PBN_SOURCE_BUILD === "1")("building the addon from th
     npm(["install", tarball], project);
   }, 120_000);
 
-  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  afterAll(() => scratch && rmSync(scratch, { recursive: true, force: true }));
 
   it("has no binary to load, and the loader's error gives the command that builds one", () => {
     expect(binaries(join(project, "node_modules"))).toEqual([]);
