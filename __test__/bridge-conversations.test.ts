@@ -31,6 +31,7 @@ import {
   scenarioArgs,
   start,
   Subscription,
+  subscribedTo,
   type Bridge,
   type Collected,
 } from "./bridge-harness";
@@ -171,19 +172,9 @@ describe("agentlane-bridge: many conversations in one bridge (--warm)", () => {
     expect(text.includes(marker(i))).toBe(true);
   }
 
-  /** A subscription of conversation `i`, once it is in place (its Configure answer came through it). */
-  async function subscribed(i: number, json = false): Promise<Subscription> {
-    const subscription = new Subscription(bridge, { conversationId: ids[i], json });
-    // A Configure answered before the subscription is in place is not seen: ask again.
-    for (let tries = 1; ; tries++) {
-      const { event } = await agent.configure({ patchJson: "{}", conversationId: ids[i] });
-      try {
-        await subscription.until((e) => e.seq === event.seq, "the config event", 1_000);
-        return subscription;
-      } catch (error) {
-        if (subscription.ended || tries === 10) throw error;
-      }
-    }
+  /** A subscription of conversation `i`, once it is in place. */
+  function subscribed(i: number, json = false): Promise<Subscription> {
+    return subscribedTo(bridge, { conversationId: ids[i], json });
   }
 
   /** A run of `text` in conversation `i` whose run_start resolves `started`. */

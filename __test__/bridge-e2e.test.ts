@@ -25,6 +25,7 @@ import {
   scenarioArgs,
   start,
   Subscription,
+  subscribedTo,
   type Bridge,
 } from "./bridge-harness";
 
@@ -40,8 +41,8 @@ describe("agentlane-bridge: a conversation with the real backend", () => {
     bridge = await start(scenarioArgs());
     agent = bridge.client(AgentService);
     agentJson = bridge.client(AgentService, { json: true });
-    // Clients subscribed at once: one per codec, the JSON one in batches.
-    subscribers = [new Subscription(bridge), new Subscription(bridge, { json: true, batched: true })];
+    // Clients subscribed before the first run: one per codec, the JSON one in batches.
+    subscribers = await Promise.all([subscribedTo(bridge), subscribedTo(bridge, { json: true, batched: true })]);
   });
 
   afterAll(async () => {

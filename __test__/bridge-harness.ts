@@ -101,6 +101,29 @@ export function approval(event: Seen, status: "pending" | "resolved"): any {
 }
 
 /** A Subscribe stream recorded in the background. */
+/**
+ * A subscription once it is in place: the bridge registers a Subscribe
+ * stream a little after the call, and what it writes before then is not
+ * seen. A Configure answer that comes through is the barrier; one answered
+ * too early is missed, so ask again.
+ */
+export async function subscribedTo(
+  bridge: Bridge,
+  options: { json?: boolean; batched?: boolean; conversationId?: string } = {},
+): Promise<Subscription> {
+  const agent = bridge.client(AgentService);
+  const subscription = new Subscription(bridge, options);
+  for (let tries = 1; ; tries++) {
+    const { event } = await agent.configure({ patchJson: "{}", conversationId: options.conversationId ?? "" });
+    try {
+      await subscription.until((e) => e.seq === event!.seq, "the config event", 1_000);
+      return subscription;
+    } catch (error) {
+      if (subscription.ended || tries === 10) throw error;
+    }
+  }
+}
+
 export class Subscription {
   readonly events: Seen[] = [];
   readonly invalid: any[] = [];
