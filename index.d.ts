@@ -18,6 +18,15 @@ export declare function validateEventLine(line: string): number
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * A held lock: released by `release()`, by garbage collection, or by the
+ * process's end.
+ */
+export declare class FileLock {
+  /** Lets the lock go (closing the file); a second call does nothing. */
+  release(): void
+}
+
 /** Frames and judges a stream's chunks on the calling thread. */
 export declare class LineDecoder {
   /** `kind` is `"events"` (stdout: every line judged) or `"text"` (stderr). */
@@ -231,6 +240,14 @@ export declare function registerDecodeErrorFactory(factory: (message: string, fi
  * own `stdio: "pipe"` kept both host ends open then).
  */
 export declare function socketPair(): Array<number>
+
+/**
+ * Takes the exclusive lock of the file at `path` (created empty when
+ * missing; its folder must exist) without waiting: `null` when another
+ * open file holds it. Throws when the file cannot be opened or locked for
+ * another reason (the OS error in the message).
+ */
+export declare function tryLockFile(path: string): FileLock | null
 
 /**
  * Validates a value that `JSON.parse` produced from an event line, by

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.FileLock = nativeBinding.FileLock
 module.exports.LineDecoder = nativeBinding.LineDecoder
 module.exports.JsLineDecoder = nativeBinding.JsLineDecoder
 module.exports.PreforkServer = nativeBinding.PreforkServer
@@ -846,5 +847,6 @@ module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVer
 module.exports.protocolTables = nativeBinding.protocolTables
 module.exports.registerDecodeErrorFactory = nativeBinding.registerDecodeErrorFactory
 module.exports.socketPair = nativeBinding.socketPair
+module.exports.tryLockFile = nativeBinding.tryLockFile
 module.exports.validateEventValue = nativeBinding.validateEventValue
 module.exports.warmInvocation = nativeBinding.warmInvocation

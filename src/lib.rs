@@ -17,6 +17,8 @@
 
 mod decoder;
 mod external;
+mod file_lock;
+pub use file_lock::try_lock_file;
 #[cfg(unix)]
 mod pipe;
 #[cfg(unix)]
