@@ -322,3 +322,111 @@ export class ConfigureError extends AgentSessionError {
     this.name = "ConfigureError";
   }
 }
+
+// ---- conversation stores and snapshots (lib/store/) ----------------------------
+
+/** `SnapshotError.code`: why a snapshot document was refused. */
+export type SnapshotErrorCode =
+  /** Not agentlane's snapshot document: not JSON, not an object, a field missing or of the wrong type. */
+  | "snapshot-corrupted"
+  /** A `schema_version` other than 1 (a newer or older agentlane's document). */
+  | "snapshot-version-unsupported"
+  /** The snapshot belongs to another agent (`agent_id` differs from the one expected). */
+  | "snapshot-agent-mismatch"
+  /** `save()` was given a snapshot whose `revision` is not above `expectedRevision` (agentlane's rule). */
+  | "snapshot-revision-not-increasing";
+
+/**
+ * A snapshot document refused before anything uses it (lib/store/snapshot.ts):
+ * `field` is the dotted path of the failing field (`state.history.3.role`;
+ * `""` for the document itself). A `cause` is kept (the JSON parser's
+ * error for text that is not JSON).
+ */
+export class SnapshotError extends Error {
+  readonly code: SnapshotErrorCode;
+  readonly field: string;
+
+  constructor(message: string, code: SnapshotErrorCode, field: string, options?: { cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "SnapshotError";
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** A store operation, as store errors name it. */
+export type StoreOperation = "load" | "save" | "delete";
+
+/** The base of the store errors: which operation failed, on which conversation. */
+export class StoreError extends Error {
+  readonly code: string;
+
+  constructor(
+    message: string,
+    code: string,
+    readonly operation: StoreOperation,
+    readonly conversationId: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "StoreError";
+    this.code = code;
+  }
+}
+
+/**
+ * A `save` or `delete` whose `expectedRevision` is not the store's current
+ * revision: another writer got there first (or the caller's state is
+ * stale). Nothing was written. `actualRevision` is the revision the store
+ * held when it refused (`null`: no snapshot).
+ */
+export class StoreConflictError extends StoreError {
+  declare readonly code: "revision-conflict";
+
+  constructor(
+    operation: "save" | "delete",
+    conversationId: string,
+    readonly expectedRevision: number | null,
+    readonly actualRevision: number | null,
+  ) {
+    super(
+      `Revision conflict on ${operation} of conversation ${JSON.stringify(conversationId)}: expected ` +
+        `${expectedRevision === null ? "no snapshot" : `revision ${expectedRevision}`}, the store has ` +
+        `${actualRevision === null ? "no snapshot" : `revision ${actualRevision}`}.`,
+      "revision-conflict",
+      operation,
+      conversationId,
+    );
+    this.name = "StoreConflictError";
+  }
+}
+
+/**
+ * The store itself failed (a file system or database error, a lock not
+ * had in time, a stored document that cannot be read): the `cause` says
+ * why. A failed `load` or `delete` changed nothing; a failed `save` wrote
+ * nothing, except where the store's documentation says the outcome can be
+ * unknown (the database store, when the connection broke after sending).
+ */
+export class StoreFailedError extends StoreError {
+  declare readonly code: "store-failed";
+
+  constructor(operation: StoreOperation, conversationId: string, reason: string, options?: { cause?: unknown }) {
+    super(`The store failed to ${operation} conversation ${JSON.stringify(conversationId)}: ${reason}`, "store-failed", operation, conversationId, options);
+    this.name = "StoreFailedError";
+  }
+}
+
+/**
+ * A conversation id a store cannot hold: not a string, empty, or holding a
+ * NUL or an unpaired surrogate (two such ids could name one file or row);
+ * a store may limit the length further (the disk store: its file name).
+ */
+export class InvalidConversationIdError extends TypeError {
+  readonly code = "invalid-conversation-id" as const;
+
+  constructor(message: string) {
+    super(message);
+    this.name = "InvalidConversationIdError";
+  }
+}
