@@ -23,3 +23,5 @@ export {
   SNAPSHOT_SCHEMA_VERSION,
   type SnapshotCheckOptions,
 } from "./snapshot";
+export { memoryStore, type MemoryStore } from "./memory";
+export { diskStore, type DiskStore, type DiskStoreOptions } from "./disk/index";

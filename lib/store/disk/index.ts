@@ -1,0 +1,177 @@
+/**
+ * The on-disk store: one directory, one JSON file per conversation.
+ *
+ * ```
+ * <directory>/<stem>.json         the snapshot (agentlane's document, `revision` first)
+ * <directory>/.<stem>.json.tmp    a save being written (a crash may leave it; the next save overwrites it)
+ * <directory>/.locks/<stem>.lock  the conversation's lock file (empty, kept)
+ * ```
+ *
+ * A save is atomic and durable: the text goes to the temporary file, which
+ * is flushed (`fdatasync`), renamed over the snapshot and the directory
+ * flushed, so a reader sees the old file or the new one, whole, whatever
+ * happens when. The revision check and the write are one step across
+ * processes: both happen under the conversation's lock (lock.ts). A load
+ * takes no lock (a rename never shows a half-written file).
+ */
+import { mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { checkMilliseconds } from "../../options";
+import { checkConversationId, reportedError, requireRevision, revisionArguments, snapshotToSave, untilAborted } from "../rules";
+import { LEADING_REVISION_CHARS, leadingRevision, parseSnapshot } from "../snapshot";
+import type { ConversationStore, ConversationStores, RevisionOptions, Snapshot, StoreCallOptions } from "../types";
+import { lockFile } from "./lock";
+import { fileStem, idOfStem } from "./names";
+
+/** `diskStore` options. */
+export interface DiskStoreOptions {
+  /** The directory of the snapshots (created, with its parents, at the first save). */
+  directory: string;
+  /** How long a save or delete waits for another writer of the same conversation (default 10 000 ms). */
+  lockTimeoutMs?: number;
+}
+
+/** The on-disk store (`diskStore()`). */
+export interface DiskStore extends ConversationStores {
+  readonly directory: string;
+  /** The ids of the conversations that have a snapshot file (in no particular order). */
+  conversationIds(): Promise<string[]>;
+}
+
+const LOCKS = ".locks";
+const SUFFIX = ".json";
+
+function missing(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException)?.code === "ENOENT";
+}
+
+/** Flushes a directory's entries (a rename or unlink in it); Windows cannot open a directory and needs none. */
+async function syncDirectory(directory: string): Promise<void> {
+  if (process.platform === "win32") return;
+  const handle = await open(directory, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The revision stored in `file`, or `null` when there is none (read from its first bytes when this store wrote it). */
+async function revisionIn(file: string): Promise<number | null> {
+  let head: string;
+  try {
+    const handle = await open(file, "r");
+    try {
+      const buffer = Buffer.alloc(LEADING_REVISION_CHARS);
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+      head = buffer.toString("latin1", 0, bytesRead);
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    if (missing(error)) return null;
+    throw error;
+  }
+  const revision = leadingRevision(head);
+  if (revision !== undefined) return revision;
+  const text = await readFile(file, "utf8").catch((error: unknown) => (missing(error) ? null : Promise.reject(error)));
+  if (text === null) return null;
+  try {
+    return parseSnapshot(text).revision;
+  } catch (cause) {
+    throw new Error(`the stored snapshot ${file} cannot be read (${(cause as Error).message})`, { cause });
+  }
+}
+
+/** Writes `text` to `file` through `temporary`: flushed, renamed, the directory flushed. */
+async function replaceAtomically(directory: string, file: string, temporary: string, text: string): Promise<void> {
+  const handle = await open(temporary, "w");
+  try {
+    await handle.writeFile(text, "utf8");
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temporary, file);
+  await syncDirectory(directory);
+}
+
+/** A store of snapshot files in `options.directory`. */
+export function diskStore(options: DiskStoreOptions): DiskStore {
+  const { directory } = options;
+  if (typeof directory !== "string" || directory === "") throw new TypeError("diskStore needs a directory (a non-empty path).");
+  checkMilliseconds("lockTimeoutMs", options.lockTimeoutMs);
+  const lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
+  const locks = join(directory, LOCKS);
+  let made: Promise<unknown> | undefined;
+  const makeDirectories = (): Promise<unknown> => (made ??= mkdir(locks, { recursive: true }).catch((error: unknown) => {
+    made = undefined;
+    throw error;
+  }));
+
+  /** Runs `step` holding the conversation's lock. */
+  async function locked<T>(stem: string, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
+    await makeDirectories();
+    const lock = await lockFile(join(locks, `${stem}.lock`), lockTimeoutMs, signal);
+    try {
+      return await step();
+    } finally {
+      lock.release();
+    }
+  }
+
+  return {
+    directory,
+    async conversationIds(): Promise<string[]> {
+      const names = await readdir(directory).catch((error: unknown) => (missing(error) ? [] : Promise.reject(error)));
+      return names.filter((name) => name.endsWith(SUFFIX) && !name.startsWith(".")).map((name) => idOfStem(name.slice(0, -SUFFIX.length)));
+    },
+    conversation(id: string): ConversationStore {
+      checkConversationId(id);
+      const stem = fileStem(id);
+      const file = join(directory, `${stem}${SUFFIX}`);
+      const temporary = join(directory, `.${stem}${SUFFIX}.tmp`);
+      return {
+        async load(callOptions?: StoreCallOptions): Promise<Snapshot | null> {
+          const signal = callOptions?.signal;
+          try {
+            const text = await untilAborted(readFile(file, "utf8"), signal);
+            return parseSnapshot(text);
+          } catch (error) {
+            if (missing(error)) return null;
+            throw reportedError(error, "load", id, signal);
+          }
+        },
+        async save(snapshot: Snapshot, callOptions: RevisionOptions): Promise<void> {
+          const { expected, signal } = revisionArguments(callOptions);
+          const text = snapshotToSave(snapshot, expected);
+          try {
+            await locked(stem, signal, async () => {
+              requireRevision("save", id, expected, await revisionIn(file));
+              // The last moment to give up: from here the save completes.
+              signal?.throwIfAborted();
+              await replaceAtomically(directory, file, temporary, text);
+            });
+          } catch (error) {
+            throw reportedError(error, "save", id, signal);
+          }
+        },
+        async delete(callOptions: RevisionOptions): Promise<void> {
+          const { expected, signal } = revisionArguments(callOptions);
+          try {
+            await locked(stem, signal, async () => {
+              const actual = await revisionIn(file);
+              requireRevision("delete", id, expected, actual);
+              if (actual === null) return;
+              signal?.throwIfAborted();
+              await unlink(file);
+              await syncDirectory(directory);
+            });
+          } catch (error) {
+            throw reportedError(error, "delete", id, signal);
+          }
+        },
+      };
+    },
+  };
+}
