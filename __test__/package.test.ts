@@ -5,7 +5,7 @@
  * the platform, the loader's error names the platform and what to do.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -123,6 +123,19 @@ describe("the packed package", () => {
       expect(result.stderr).toBe("");
       // Supervised: the supervisor was found in the platform package.
       expect(result.stdout).toBe("Hi from the kit. prompt,shutdown supervised\n");
+    }
+  });
+
+  it("serves the PostgreSQL store as ./stores/postgres, via require and import, without installing pg (an optional peer)", () => {
+    const dir = join(scratch, "consumer");
+    expect(existsSync(join(dir, "node_modules", "pg"))).toBe(false);
+    const check = (load: string) => `${load}\nconsole.log(typeof postgresStore, postgresSchema().split("\\n")[0], typeof diskStore, typeof memoryStore);`;
+    writeFileSync(join(dir, "stores.cjs"), check('const { postgresStore, postgresSchema } = require("@agentlanejs/process-bridge-native/stores/postgres"); const { diskStore, memoryStore } = require("@agentlanejs/process-bridge-native");'));
+    writeFileSync(join(dir, "stores.mjs"), check('import { postgresStore, postgresSchema } from "@agentlanejs/process-bridge-native/stores/postgres"; import { diskStore, memoryStore } from "@agentlanejs/process-bridge-native";'));
+    for (const script of ["stores.cjs", "stores.mjs"]) {
+      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+      expect(result.stderr).toBe("");
+      expect(result.stdout).toBe('function CREATE TABLE IF NOT EXISTS "agentlane_snapshots" ( function function\n');
     }
   });
 

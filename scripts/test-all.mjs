@@ -45,6 +45,8 @@ must(run("npm", ["run", "build:quick"]), "the build");
 must(run("bash", ["scripts/setup-python.sh"]), "the Python backend setup");
 // The agentlane-bridge client tests: .venv-clients (connectrpc) and Go.
 must(run("bash", ["scripts/setup-bridge-clients.sh"]), "the bridge clients' setup");
+// The PostgreSQL store's tests start a server of their own from Debian's programs.
+must(run("bash", ["scripts/setup-postgres.sh"]), "the PostgreSQL server setup");
 
 let passed = 0;
 let failed = 0;

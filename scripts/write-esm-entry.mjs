@@ -40,3 +40,4 @@ function writeEsmFace(name) {
 
 writeEsmFace("index");
 writeEsmFace("testing/index");
+writeEsmFace("store/postgres");

@@ -34,25 +34,32 @@ describe("diskStore across processes", () => {
       let committed = 0;
       // The next host boots while this one saves (it does nothing until told): the test's time is the kills', not Node's start-up.
       let booting = StoreHost.start({ kind: "disk", directory, lockTimeoutMs: 5_000 });
-      for (let kill = 0; kill < kills; kill += 1) {
-        const host = await booting;
-        booting = kill + 1 < kills ? StoreHost.start({ kind: "disk", directory, lockTimeoutMs: 5_000 }) : booting;
-        void host.send({ op: "churn", id, template });
-        await host.nextCommit();
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * KILL_WINDOW_MS));
-        await host.kill();
-        expect(host.errors, "the host failed instead of being killed").toBe("");
-        committed = Math.max(committed, ...host.committed);
-        const loaded = await reader.conversation(id).load();
-        // Whole and of one revision (every message says which), and no older than the last committed one.
-        const revision = revisionOfTagged(loaded!);
-        expect([committed, committed + 1]).toContain(revision);
-        outcomes[revision === committed ? "previous" : "next"] += 1;
-        committed = revision;
+      try {
+        for (let kill = 0; kill < kills; kill += 1) {
+          const host = await booting;
+          booting = kill + 1 < kills ? StoreHost.start({ kind: "disk", directory, lockTimeoutMs: 5_000 }) : booting;
+          void host.send({ op: "churn", id, template });
+          await host.nextCommit();
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * KILL_WINDOW_MS));
+          await host.kill();
+          expect(host.errors, "the host failed instead of being killed").toBe("");
+          committed = Math.max(committed, ...host.committed);
+          const loaded = await reader.conversation(id).load();
+          // Whole and of one revision (every message says which), and no older than the last committed one.
+          const revision = revisionOfTagged(loaded!);
+          expect([committed, committed + 1]).toContain(revision);
+          outcomes[revision === committed ? "previous" : "next"] += 1;
+          committed = revision;
+        }
+      } finally {
+        // A lane that failed leaves no host booted for nothing.
+        await (await booting).kill();
       }
     }
 
-    await Promise.all(Array.from({ length: LANES }, (_, index) => lane(`lane-${index}`, KILLS / LANES)));
+    // allSettled: a failing lane must not leave the others killing and recreating the folder after the test.
+    const lanes = await Promise.allSettled(Array.from({ length: LANES }, (_, index) => lane(`lane-${index}`, KILLS / LANES)));
+    for (const outcome of lanes) if (outcome.status === "rejected") throw outcome.reason;
     console.log(`disk store crash test: ${KILLS} kills, ${outcomes.previous} left the last committed snapshot, ${outcomes.next} the one being saved`);
     expect(outcomes.previous + outcomes.next).toBe(KILLS);
     // Kills landed on both sides of the rename (each side is hit in about one kill in ten or more).
