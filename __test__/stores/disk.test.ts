@@ -4,7 +4,7 @@
  * and its lock against another process, SIGKILLed while it holds it.
  */
 import { spawnSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -46,6 +46,9 @@ describe("diskStore", () => {
     );
     expect((await stores.conversationIds()).sort()).toEqual([...ids].sort());
     expect(readdirSync(join(directory, ".."))).toEqual(["nested"]);
+    // Only the owner reads a conversation: the files and the folders the store made.
+    expect(statSync(join(directory, "user-42.json")).mode & 0o777).toBe(0o600);
+    expect(statSync(directory).mode & 0o777).toBe(0o700);
     // The file is agentlane's document with the revision first.
     expect(readFileSync(join(directory, "user-42.json"), "utf8")).toMatch(/^\{"revision":1,"schema_version":1,/);
   });

@@ -7,6 +7,9 @@
  * <directory>/.locks/<stem>.lock  the conversation's lock file (empty, kept)
  * ```
  *
+ * The files are the owner's only (0600, the directories it makes 0700): a
+ * snapshot is a whole conversation.
+ *
  * A save is atomic and durable: the text goes to the temporary file, which
  * is flushed (`fdatasync`), renamed over the snapshot and the directory
  * flushed, so a reader sees the old file or the new one, whole, whatever
@@ -85,7 +88,8 @@ async function revisionIn(file: string): Promise<number | null> {
 
 /** Writes `text` to `file` through `temporary`: flushed, renamed, the directory flushed. */
 async function replaceAtomically(directory: string, file: string, temporary: string, text: string): Promise<void> {
-  const handle = await open(temporary, "w");
+  // Owner only: a snapshot is a whole conversation.
+  const handle = await open(temporary, "w", 0o600);
   try {
     await handle.writeFile(text, "utf8");
     await handle.datasync();
@@ -104,7 +108,7 @@ export function diskStore(options: DiskStoreOptions): DiskStore {
   const lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
   const locks = join(directory, LOCKS);
   let made: Promise<unknown> | undefined;
-  const makeDirectories = (): Promise<unknown> => (made ??= mkdir(locks, { recursive: true }).catch((error: unknown) => {
+  const makeDirectories = (): Promise<unknown> => (made ??= mkdir(locks, { recursive: true, mode: 0o700 }).catch((error: unknown) => {
     made = undefined;
     throw error;
   }));
