@@ -2,7 +2,7 @@
 # Installs what the PostgreSQL store's tests and benchmark need, and nothing
 # when it is already there (prints one line either way): the server's
 # programs (initdb, postgres) from Debian's `postgresql` package. The tests
-# start a private server of their own (__test__/stores/postgres-server.ts):
+# start a private server of their own (scripts/postgres-server.mjs):
 # no cluster is created or started here, and none is used.
 #
 # The tests find the programs in $PBN_PG_BIN, else in the newest

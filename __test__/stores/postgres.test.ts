@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store on a real server (postgres-server.ts: Debian's
+ * The PostgreSQL store on a real server (scripts/postgres-server.mjs: Debian's
  * PostgreSQL in a temporary folder, never a mock): the store contract;
  * two hosts (real Node processes, fixtures/store-host.js) on one database,
  * a conversation resumed on the second after the first is SIGKILLed
@@ -13,7 +13,7 @@ import { SnapshotError, StoreConflictError, StoreFailedError, InvalidOptionError
 import { DEFAULT_TABLE, postgresSchema, postgresStore, type PostgresStore } from "../../lib/store/postgres";
 import { storeContract } from "./contract";
 import { StoreHost } from "./hosts";
-import { startPostgres, type PostgresServer } from "./postgres-server";
+import { startPostgres, type PostgresServer } from "../../scripts/postgres-server.mjs";
 import { fixture, revisionOfTagged, taggedSnapshot } from "./snapshots";
 
 let server: PostgresServer;
