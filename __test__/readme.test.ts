@@ -13,6 +13,7 @@ import { join } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { repoRoot } from "./helpers";
+import { startPostgres } from "../scripts/postgres-server.mjs";
 
 const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
 
@@ -25,7 +26,7 @@ function snippet(name: string, lang = "js|ts"): { code: string; lang: string } {
 }
 
 /** Runs a snippet as written, from the repository root; its output. */
-function runSnippet(name: string): { status: number | null; stdout: string; stderr: string } {
+function runSnippet(name: string, env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
   const { code, lang } = snippet(name);
   const js = lang === "ts" ? ts.transpileModule(code, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText : code;
   const file = join(repoRoot, `.readme-snippet-${name}-${process.pid}.mjs`);
@@ -33,7 +34,7 @@ function runSnippet(name: string): { status: number | null; stdout: string; stde
   try {
     const result = spawnSync(process.execPath, ["--unhandled-rejections=strict", file], {
       cwd: repoRoot,
-      env: { ...process.env, PATH: `${join(repoRoot, ".venv", "bin")}:${process.env.PATH}`, UV_OFFLINE: "1" },
+      env: { ...process.env, PATH: `${join(repoRoot, ".venv", "bin")}:${process.env.PATH}`, UV_OFFLINE: "1", ...env },
       encoding: "utf8",
       timeout: 60_000,
     });
@@ -50,7 +51,7 @@ describe("README examples", () => {
     expect(blocks.length).toBeGreaterThanOrEqual(6);
     const unmarked = blocks.filter((block) => block[1] === undefined).map((block) => readme.slice(block.index, block.index + 80));
     expect(unmarked).toEqual([]);
-    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "stream", "testing", "warm"]);
+    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "stores", "stores-postgres", "stream", "testing", "warm"]);
   });
 
   it("the testing kit's example is examples/testing/app.test.ts, which the suite runs", () => {
@@ -63,6 +64,25 @@ describe("README examples", () => {
     expect(result.stdout).toBe('saved\nnull\n{"type":"prompt","text":"List the files","protocol_version":"1.0"}\n');
     expect(result.stderr).toBe("invalid-payload [ 'event.payload.tool_call.id' ]\n");
   });
+});
+
+describe("README snippets of the conversation stores", () => {
+  it("the stores snippet: the conflict of a writer that missed the first save, the load, the delete", () => {
+    const result = runSnippet("stores");
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toBe("revision-conflict null 1\n1 [ 'user', 'assistant' ]\n[]\n");
+  });
+
+  it("the PostgreSQL snippet runs as written on a private server, its connection in PG* variables", async () => {
+    const server = await startPostgres();
+    try {
+      const result = runSnippet("stores-postgres", server.env);
+      expect(result.status, result.stderr).toBe(0);
+      expect([result.stdout, result.stderr]).toEqual(["no snapshot yet\n", ""]);
+    } finally {
+      await server.dispose();
+    }
+  }, 90_000);
 });
 
 describe.runIf(existsSync(join(repoRoot, ".venv", "bin", "uv")))("README snippets with the real backend", () => {
