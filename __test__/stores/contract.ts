@@ -23,14 +23,17 @@ function at(revision: number): Snapshot {
   return { ...fixture("one-turn"), revision };
 }
 
-async function conflictOf(promise: Promise<unknown>): Promise<StoreConflictError> {
+/** The error `promise` rejects with, checked to be a `Class`. */
+export async function rejectionOf<T>(Class: new (...args: never[]) => T, promise: Promise<unknown>): Promise<T> {
   const error = await promise.then(
     () => undefined,
     (reason: unknown) => reason,
   );
-  expect(error).toBeInstanceOf(StoreConflictError);
-  return error as StoreConflictError;
+  expect(error).toBeInstanceOf(Class);
+  return error as T;
 }
+
+const conflictOf = (promise: Promise<unknown>): Promise<StoreConflictError> => rejectionOf(StoreConflictError, promise);
 
 /** Registers the contract's tests for the stores `stores()` returns (called in each test, after the file's hooks ran). */
 export function storeContract(stores: () => ConversationStores): void {

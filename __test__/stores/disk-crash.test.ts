@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { diskStore } from "../../lib/index";
-import { StoreHost } from "./hosts";
+import { raceSaves, StoreHost } from "./hosts";
 import { revisionOfTagged, taggedSnapshot } from "./snapshots";
 
 const scratch = mkdtempSync(join(tmpdir(), "pbn-disk-crash-"));
@@ -73,20 +73,7 @@ describe("diskStore across processes", () => {
     const directory = join(scratch, "race");
     const hosts = await Promise.all([StoreHost.start({ kind: "disk", directory }), StoreHost.start({ kind: "disk", directory })]);
     try {
-      const id = "contested";
-      let revision: number | null = null;
-      for (let round = 0; round < 40; round += 1) {
-        const next: number = (revision ?? 0) + 1;
-        const snapshots = hosts.map((_, index) => ({ ...taggedSnapshot(next, 20), created_at: `2026-01-0${index + 1}T00:00:00Z` }));
-        const answers = await Promise.all(hosts.map((host, index) => host.send({ op: "save", id, snapshot: snapshots[index], expectedRevision: revision })));
-        const winners = answers.flatMap((answer, index) => (answer.ok ? [index] : []));
-        expect(winners, `round ${round}: ${JSON.stringify(answers)}`).toHaveLength(1);
-        const loser = answers[1 - winners[0]!]!;
-        expect(loser.error).toMatchObject({ name: "StoreConflictError", code: "revision-conflict", expectedRevision: revision, actualRevision: next });
-        const stored = await diskStore({ directory }).conversation(id).load();
-        expect(stored).toEqual(snapshots[winners[0]!]);
-        revision = next;
-      }
+      await raceSaves(hosts, "contested", diskStore({ directory }).conversation("contested"), 40);
     } finally {
       await Promise.all(hosts.map((host) => host.kill()));
     }

@@ -6,8 +6,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import type { Snapshot } from "../../lib/index";
+import { expect } from "vitest";
+import type { ConversationStore, Snapshot } from "../../lib/index";
 import { repoRoot } from "../helpers";
+import { taggedSnapshot } from "./snapshots";
 
 /** A command's answer (fixtures/store-host.js). */
 export interface HostAnswer {
@@ -80,5 +82,27 @@ export class StoreHost {
   async end(): Promise<void> {
     this.child.stdin!.write('{"op":"end"}\n');
     await this.exited;
+  }
+}
+
+/**
+ * Two hosts saving conversation `id` at once, `rounds` times, each round
+ * from the revision the last one left: exactly one wins, the other is told
+ * `revision-conflict` with the winner's revision, and `reader` loads the
+ * winner's snapshot (each host's differs by its `created_at`).
+ */
+export async function raceSaves(hosts: StoreHost[], id: string, reader: ConversationStore, rounds: number): Promise<void> {
+  let revision: number | null = null;
+  for (let round = 0; round < rounds; round += 1) {
+    const next: number = (revision ?? 0) + 1;
+    const snapshots = hosts.map((_, index) => ({ ...taggedSnapshot(next, 20), created_at: `2026-01-0${index + 1}T00:00:00Z` }));
+    const answers = await Promise.all(hosts.map((host, index) => host.send({ op: "save", id, snapshot: snapshots[index], expectedRevision: revision })));
+    const winners = answers.flatMap((answer, index) => (answer.ok ? [index] : []));
+    expect(winners, `round ${round}: ${JSON.stringify(answers)}`).toHaveLength(1);
+    for (const loser of answers.filter((answer) => !answer.ok)) {
+      expect(loser.error).toMatchObject({ name: "StoreConflictError", code: "revision-conflict", expectedRevision: revision, actualRevision: next });
+    }
+    expect(await reader.load()).toEqual(snapshots[winners[0]!]);
+    revision = next;
   }
 }

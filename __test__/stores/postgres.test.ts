@@ -11,8 +11,8 @@ import { Pool } from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SnapshotError, StoreConflictError, StoreFailedError, InvalidOptionError, type Snapshot } from "../../lib/index";
 import { DEFAULT_TABLE, postgresSchema, postgresStore, type PostgresStore } from "../../lib/store/postgres";
-import { storeContract } from "./contract";
-import { StoreHost } from "./hosts";
+import { rejectionOf, storeContract } from "./contract";
+import { raceSaves, StoreHost } from "./hosts";
 import { startPostgres, type PostgresServer } from "../../scripts/postgres-server.mjs";
 import { fixture, revisionOfTagged, taggedSnapshot } from "./snapshots";
 
@@ -37,15 +37,6 @@ afterAll(async () => {
 
 function at(revision: number): Snapshot {
   return { ...fixture("one-turn"), revision };
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<StoreFailedError> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  expect(error).toBeInstanceOf(StoreFailedError);
-  return error as StoreFailedError;
 }
 
 describe("postgresStore", () => {
@@ -75,7 +66,7 @@ describe("postgresStore", () => {
 
   it("a table that does not exist: store-failed saying how to create it; a bad table name or pool is refused at once", async () => {
     const missing = postgresStore({ pool, table: `missing_${randomUUID().slice(0, 8)}` });
-    const error = await failureOf(missing.conversation("x").load());
+    const error = await rejectionOf(StoreFailedError, missing.conversation("x").load());
     expect([error.code, error.operation, error.conversationId]).toEqual(["store-failed", "load", "x"]);
     expect(error.message).toContain("createSchema()");
     expect((error.cause as { code: string }).code).toBe("42P01");
@@ -121,17 +112,7 @@ describe("postgresStore", () => {
     const id = `race-${randomUUID()}`;
     const hosts = await Promise.all([0, 1].map(() => StoreHost.start({ kind: "postgres", connection: server.connection })));
     try {
-      let revision: number | null = null;
-      for (let round = 0; round < 40; round += 1) {
-        const next: number = (revision ?? 0) + 1;
-        const snapshots = hosts.map((_, index) => ({ ...taggedSnapshot(next, 20), created_at: `2026-01-0${index + 1}T00:00:00Z` }));
-        const answers = await Promise.all(hosts.map((host, index) => host.send({ op: "save", id, snapshot: snapshots[index], expectedRevision: revision })));
-        const winners = answers.flatMap((answer, index) => (answer.ok ? [index] : []));
-        expect(winners, `round ${round}: ${JSON.stringify(answers)}`).toHaveLength(1);
-        expect(answers[1 - winners[0]!]!.error).toMatchObject({ name: "StoreConflictError", code: "revision-conflict", expectedRevision: revision, actualRevision: next });
-        expect(await store.conversation(id).load()).toEqual(snapshots[winners[0]!]);
-        revision = next;
-      }
+      await raceSaves(hosts, id, store.conversation(id), 40);
     } finally {
       await Promise.all(hosts.map((host) => host.end()));
     }
@@ -144,11 +125,11 @@ describe("postgresStore", () => {
     await conversation.save(taggedSnapshot(2, 11), { expectedRevision: 1 });
     await server.stop();
     try {
-      const save = await failureOf(conversation.save(taggedSnapshot(3, 12), { expectedRevision: 2 }));
+      const save = await rejectionOf(StoreFailedError, conversation.save(taggedSnapshot(3, 12), { expectedRevision: 2 }));
       expect([save.code, save.operation]).toEqual(["store-failed", "save"]);
       expect(save.message).toMatch(/^The store failed to save conversation "restart-[^"]+": /);
       expect(save.cause).toBeInstanceOf(Error);
-      const load = await failureOf(conversation.load());
+      const load = await rejectionOf(StoreFailedError, conversation.load());
       expect(load.operation).toBe("load");
     } finally {
       await server.start();
