@@ -40,10 +40,12 @@ describe("diskStore", () => {
     const stores = diskStore({ directory });
     const ids = ["user-42", "User-42", ".", "..", "../escape", "con", "CON", "a/b", "%2F", "ünï 🌍"];
     for (const id of ids) await stores.conversation(id).save(fixture("one-turn"), { expectedRevision: null });
-    const files = readdirSync(directory).filter((name) => !name.startsWith("."));
+    const files = readdirSync(directory).filter((name) => !name.startsWith(".") && !["%ZZ.json", "%61.json", "notes.txt", "UPPER.json"].includes(name));
     expect(files.sort()).toEqual(
       ["user-42.json", "%55ser-42.json", "%2E.json", "%2E%2E.json", "%2E%2E%2Fescape.json", "%63on.json", "%43%4F%4E.json", "a%2Fb.json", "%252%46.json", "%C3%BCn%C3%AF%20%F0%9F%8C%8D.json"].sort(),
     );
+    // Files the store did not name are not conversations.
+    for (const stranger of ["%ZZ.json", "%61.json", "notes.txt", "UPPER.json"]) writeFileSync(join(directory, stranger), "{}");
     expect((await stores.conversationIds()).sort()).toEqual([...ids].sort());
     expect(readdirSync(join(directory, ".."))).toEqual(["nested"]);
     // Only the owner reads a conversation: the files and the folders the store made.

@@ -84,6 +84,14 @@ describe("postgresStore", () => {
     expect([(error as SnapshotError).code, (error as SnapshotError).field]).toEqual(["snapshot-corrupted", "state"]);
   });
 
+  it("a row whose revision column and snapshot disagree (edited by hand) is store-failed on load, saying so", async () => {
+    const id = `edited-${randomUUID()}`;
+    await store.conversation(id).save(at(1), { expectedRevision: null });
+    await pool.query(`UPDATE ${DEFAULT_TABLE} SET revision = 9 WHERE conversation_id = $1`, [id]);
+    const error = await rejectionOf(StoreFailedError, store.conversation(id).load());
+    expect(error.message).toContain("the row's revision (9) is not its snapshot's (1): it was changed outside the store");
+  });
+
   it("two hosts on one database: the first SIGKILLed while saving, the second resumes the conversation where it was committed and goes on", async () => {
     const id = `resume-${randomUUID()}`;
     const template = JSON.stringify(taggedSnapshot(0, 100, 200));

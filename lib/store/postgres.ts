@@ -15,7 +15,7 @@
  * dependency: this module never loads it); anything with pg's
  * `query(text, values)` fits, a `pg.Client` too.
  */
-import { InvalidOptionError, StoreConflictError, type StoreOperation } from "../errors";
+import { InvalidOptionError, StoreConflictError, StoreFailedError, type StoreOperation } from "../errors";
 import { checkConversationId, reportedError, requireRevision, revisionArguments, snapshotToSave, untilAborted } from "./rules";
 import { parseSnapshot } from "./snapshot";
 import type { ConversationStore, ConversationStores, RevisionOptions, Snapshot, StoreCallOptions } from "./types";
@@ -95,7 +95,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const table = quotedTable(options.table ?? DEFAULT_TABLE);
   const schema = postgresSchema(options.table ?? DEFAULT_TABLE);
   const sql = {
-    load: `SELECT snapshot::text AS snapshot FROM ${table} WHERE conversation_id = $1`,
+    load: `SELECT revision, snapshot::text AS snapshot FROM ${table} WHERE conversation_id = $1`,
     revision: `SELECT revision FROM ${table} WHERE conversation_id = $1`,
     insert: `INSERT INTO ${table} (conversation_id, revision, snapshot) VALUES ($1, $2, $3) ON CONFLICT (conversation_id) DO NOTHING`,
     update: `UPDATE ${table} SET revision = $2, snapshot = $3, updated_at = now() WHERE conversation_id = $1 AND revision = $4`,
@@ -133,14 +133,19 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       return {
         async load(callOptions?: StoreCallOptions): Promise<Snapshot | null> {
           const signal = callOptions?.signal;
-          let text: unknown;
+          let row: Record<string, unknown> | undefined;
           try {
-            const result = await untilAborted(pool.query(sql.load, [id]), signal);
-            text = result.rows[0]?.snapshot;
+            row = (await untilAborted(pool.query(sql.load, [id]), signal)).rows[0];
           } catch (error) {
             throw reported(error, "load", id, signal);
           }
-          return typeof text === "string" ? parseSnapshot(text) : null;
+          if (row === undefined) return null;
+          const snapshot = parseSnapshot(String(row.snapshot));
+          // The column decides the checks: a row edited by hand so that the two differ would conflict for ever.
+          if (snapshot.revision !== revisionOf(row)) {
+            throw new StoreFailedError("load", id, `the row's revision (${revisionOf(row)}) is not its snapshot's (${snapshot.revision}): it was changed outside the store`);
+          }
+          return snapshot;
         },
         async save(snapshot: Snapshot, callOptions: RevisionOptions): Promise<void> {
           const { expected, signal } = revisionArguments(callOptions);

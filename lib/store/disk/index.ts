@@ -48,6 +48,15 @@ function missing(error: unknown): boolean {
   return (error as NodeJS.ErrnoException)?.code === "ENOENT";
 }
 
+/** The stem of `id`, or `undefined` for an id the store could not have named. */
+function stemOrNothing(id: string): string | undefined {
+  try {
+    return fileStem(checkConversationId(id));
+  } catch {
+    return undefined;
+  }
+}
+
 /** Flushes a directory's entries (a rename or unlink in it); Windows cannot open a directory and needs none. */
 async function syncDirectory(directory: string): Promise<void> {
   if (process.platform === "win32") return;
@@ -128,7 +137,11 @@ export function diskStore(options: DiskStoreOptions): DiskStore {
     directory,
     async conversationIds(): Promise<string[]> {
       const names = await readdir(directory).catch((error: unknown) => (missing(error) ? [] : Promise.reject(error)));
-      return names.filter((name) => name.endsWith(SUFFIX) && !name.startsWith(".")).map((name) => idOfStem(name.slice(0, -SUFFIX.length)));
+      // Only the files this store names: another file in the folder is not a conversation.
+      return names.flatMap((name) => {
+        const id = name.endsWith(SUFFIX) ? idOfStem(name.slice(0, -SUFFIX.length)) : undefined;
+        return id !== undefined && `${stemOrNothing(id)}${SUFFIX}` === name ? [id] : [];
+      });
     },
     conversation(id: string): ConversationStore {
       checkConversationId(id);

@@ -36,7 +36,11 @@ export function fileStem(id: string): string {
   return stem;
 }
 
-/** The id a stem was made from (the inverse of `fileStem`). */
-export function idOfStem(stem: string): string {
-  return decodeURIComponent(stem);
+/** The id a stem was made from (the inverse of `fileStem`), or `undefined` when it is not one. */
+export function idOfStem(stem: string): string | undefined {
+  try {
+    return decodeURIComponent(stem);
+  } catch {
+    return undefined;
+  }
 }
