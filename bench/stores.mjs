@@ -21,7 +21,7 @@ import { startPostgres } from "../scripts/postgres-server.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(import.meta.url);
-const { memoryStore, diskStore } = require(join(root, "dist", "index.js"));
+const { memoryStore, diskStore, checkSnapshot } = require(join(root, "dist", "index.js"));
 const { postgresStore } = require(join(root, "dist", "store", "postgres.js"));
 const { Pool } = require("pg");
 const saves = Number(process.argv[2] ?? 300);
@@ -82,7 +82,7 @@ const bytes = Buffer.byteLength(JSON.stringify(snapshots[0]));
 // The first save of each (creating the file, the row) is not measured.
 for (const contender of contenders) {
   await contender.store.save(snapshots[0], { expectedRevision: null });
-  Object.assign(contender, { wall: [], cpu: [], serverMs: 0, loads: [] });
+  Object.assign(contender, { wall: [], cpu: [], user: 0, system: 0, serverMs: 0, loads: [] });
 }
 const load0 = loadavg()[0];
 for (let round = 1; round <= saves; round += 1) {
@@ -96,6 +96,8 @@ for (let round = 1; round <= saves; round += 1) {
     const cpu = process.cpuUsage(cpu0);
     contender.wall.push(Number(t1 - t0) / 1e6);
     contender.cpu.push((cpu.user + cpu.system) / 1000);
+    contender.user += cpu.user / 1000;
+    contender.system += cpu.system / 1000;
     if (contender.serverPid) contender.serverMs += treeCpuMs(contender.serverPid()) - server0;
     if (round % 10 === 0) {
       const l0 = process.hrtime.bigint();
@@ -106,15 +108,29 @@ for (let round = 1; round <= saves; round += 1) {
 }
 const load1 = loadavg()[0];
 
+// What every store does on the host before any I/O: the checks, and the JSON text.
+const parts = { check: [], text: [] };
+for (let round = 1; round <= saves; round += 1) {
+  let t0 = process.hrtime.bigint();
+  checkSnapshot(snapshots[round]);
+  parts.check.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  t0 = process.hrtime.bigint();
+  JSON.stringify(snapshots[round]);
+  parts.text.push(Number(process.hrtime.bigint() - t0) / 1e6);
+}
+
 const ms = (value) => value.toFixed(3);
 console.log(`stores bench: ${saves} saves each, ${turns} turns, snapshot ${(bytes / 1024).toFixed(1)} KiB; ${server.version}; load average ${load0.toFixed(1)} → ${load1.toFixed(1)}`);
-console.log("| store | save wall p50 / p99 | host CPU per save, p50 / mean | server CPU per save | load wall p50 |");
+console.log("| store | save wall p50 / p99 | host CPU per save, p50 / mean (user + system) | server CPU per save | load wall p50 |");
 console.log("| --- | ---: | ---: | ---: | ---: |");
 for (const c of contenders) {
   const mean = c.cpu.reduce((a, b) => a + b, 0) / c.cpu.length;
   const serverPart = c.serverPid ? `${ms(c.serverMs / saves)} ms` : "–";
-  console.log(`| ${c.name} | ${ms(quantile(c.wall, 0.5))} / ${ms(quantile(c.wall, 0.99))} ms | ${ms(quantile(c.cpu, 0.5))} / ${ms(mean)} ms | ${serverPart} | ${ms(quantile(c.loads, 0.5))} ms |`);
+  const split = `${ms(c.user / saves)} + ${ms(c.system / saves)}`;
+  console.log(`| ${c.name} | ${ms(quantile(c.wall, 0.5))} / ${ms(quantile(c.wall, 0.99))} ms | ${ms(quantile(c.cpu, 0.5))} / ${ms(mean)} ms (${split}) | ${serverPart} | ${ms(quantile(c.loads, 0.5))} ms |`);
 }
+
+console.log(`of which, in every store: checkSnapshot p50 ${ms(quantile(parts.check, 0.5))} ms, the JSON text (JSON.stringify) p50 ${ms(quantile(parts.text, 0.5))} ms`);
 
 await pool.end();
 await server.dispose();
