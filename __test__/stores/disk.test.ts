@@ -119,6 +119,16 @@ asyncio.run(main())
     expect(readFileSync(join(directory, "broken.json"), "utf8")).toBe('{"schema_version":1,"agent_id":');
   });
 
+  it("a directory removed while the store is in use: the next save makes it again", async () => {
+    const directory = folder();
+    const stores = diskStore({ directory });
+    await stores.conversation("a").save(fixture("one-turn"), { expectedRevision: null });
+    rmSync(directory, { recursive: true });
+    expect(await stores.conversation("a").load()).toBeNull();
+    await stores.conversation("a").save(fixture("one-turn"), { expectedRevision: null });
+    expect((await stores.conversation("a").load())!.revision).toBe(1);
+  });
+
   it("a temporary file a crash left behind is overwritten by the next save", async () => {
     const directory = folder();
     const store = diskStore({ directory }).conversation("left");

@@ -116,15 +116,10 @@ export function diskStore(options: DiskStoreOptions): DiskStore {
   checkMilliseconds("lockTimeoutMs", options.lockTimeoutMs);
   const lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
   const locks = join(directory, LOCKS);
-  let made: Promise<unknown> | undefined;
-  const makeDirectories = (): Promise<unknown> => (made ??= mkdir(locks, { recursive: true, mode: 0o700 }).catch((error: unknown) => {
-    made = undefined;
-    throw error;
-  }));
-
   /** Runs `step` holding the conversation's lock. */
   async function locked<T>(stem: string, signal: AbortSignal | undefined, step: () => Promise<T>): Promise<T> {
-    await makeDirectories();
+    // Each time (one cheap call): the folders may have been removed since the last save.
+    await mkdir(locks, { recursive: true, mode: 0o700 });
     const lock = await lockFile(join(locks, `${stem}.lock`), lockTimeoutMs, signal);
     try {
       return await step();
