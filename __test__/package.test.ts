@@ -31,6 +31,21 @@ function project(name: string, tarballs: string[]): string {
   return dir;
 }
 
+/**
+ * Runs `body` in `dir` as CommonJS (`<name>.cjs`, after `cjs`) and as an ES
+ * module (`<name>.mjs`, after `esm`): each must print exactly `stdout` and
+ * nothing on stderr.
+ */
+function inBothModuleSystems(dir: string, name: string, loads: { cjs: string; esm: string }, body: string, stdout: string): void {
+  for (const [extension, load] of [["cjs", loads.cjs], ["mjs", loads.esm]] as const) {
+    const script = join(dir, `${name}.${extension}`);
+    writeFileSync(script, `${load}\n${body}`);
+    const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+    expect(result.stderr, script).toBe("");
+    expect(result.stdout, script).toBe(stdout);
+  }
+}
+
 beforeAll(() => {
   mainTarball = join(scratch, npm(["pack", "--pack-destination", scratch], repoRoot).trim().split("\n").at(-1)!);
   platform = readdirSync(join(repoRoot, "npm")).find((d) => d === `${process.platform}-${process.arch}-gnu` || d === `${process.platform}-${process.arch}`) ?? "";
@@ -64,8 +79,7 @@ describe("the packed package", () => {
 
   it("installs into a fresh project and completes a conversation, via require and import", () => {
     const dir = project("consumer", [mainTarball, platformTarball]);
-    const conversation = (load: string) => `
-      ${load}
+    const conversation = `
       const child = spawnBridgeProcess(
         { command: ${JSON.stringify(join(repoRoot, ".venv", "bin", "python"))}, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: ${JSON.stringify(join(repoRoot, "examples", "backend"))} },
         {
@@ -82,13 +96,16 @@ describe("the packed package", () => {
       );
       const channel = createBridgeChannel(child);
     `;
-    writeFileSync(join(dir, "run.cjs"), conversation('const { spawnBridgeProcess, createBridgeChannel } = require("@agentlanejs/process-bridge-native");'));
-    writeFileSync(join(dir, "run.mjs"), conversation('import { spawnBridgeProcess, createBridgeChannel } from "@agentlanejs/process-bridge-native";'));
-    for (const script of ["run.cjs", "run.mjs"]) {
-      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
-      expect(result.stderr).toBe("");
-      expect(result.stdout).toBe("final: All done. Saved note note.txt (9 characters).\nexit 0\n");
-    }
+    inBothModuleSystems(
+      dir,
+      "run",
+      {
+        cjs: 'const { spawnBridgeProcess, createBridgeChannel } = require("@agentlanejs/process-bridge-native");',
+        esm: 'import { spawnBridgeProcess, createBridgeChannel } from "@agentlanejs/process-bridge-native";',
+      },
+      conversation,
+      "final: All done. Saved note note.txt (9 characters).\nexit 0\n",
+    );
     // One addon instance and one error class for both module systems.
     const identity = spawnSync(
       process.execPath,
@@ -106,8 +123,15 @@ describe("the packed package", () => {
 
   it("serves the testing kit as ./testing, via require and import, with its backend inside the package", () => {
     const dir = join(scratch, "consumer");
-    const check = (load: string) => `
-      ${load}
+    // Supervised: the supervisor was found in the platform package.
+    inBothModuleSystems(
+      dir,
+      "kit",
+      {
+        cjs: 'const { createAgentSession } = require("@agentlanejs/process-bridge-native"); const { scriptedBackend } = require("@agentlanejs/process-bridge-native/testing");',
+        esm: 'import { createAgentSession } from "@agentlanejs/process-bridge-native"; import { scriptedBackend } from "@agentlanejs/process-bridge-native/testing";',
+      },
+      `
       const fake = scriptedBackend({ runs: [{ steps: [{ text: "Hi from the kit." }] }] });
       createAgentSession({ backend: fake.backend }).then(async (session) => {
         const result = await session.run("hello");
@@ -115,28 +139,24 @@ describe("the packed package", () => {
         console.log(result.finalOutput, fake.commands().map((c) => c.type).join(","), session.process.mode);
         fake.dispose();
       });
-    `;
-    writeFileSync(join(dir, "kit.cjs"), check('const { createAgentSession } = require("@agentlanejs/process-bridge-native"); const { scriptedBackend } = require("@agentlanejs/process-bridge-native/testing");'));
-    writeFileSync(join(dir, "kit.mjs"), check('import { createAgentSession } from "@agentlanejs/process-bridge-native"; import { scriptedBackend } from "@agentlanejs/process-bridge-native/testing";'));
-    for (const script of ["kit.cjs", "kit.mjs"]) {
-      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
-      expect(result.stderr).toBe("");
-      // Supervised: the supervisor was found in the platform package.
-      expect(result.stdout).toBe("Hi from the kit. prompt,shutdown supervised\n");
-    }
+    `,
+      "Hi from the kit. prompt,shutdown supervised\n",
+    );
   });
 
   it("serves the PostgreSQL store as ./stores/postgres, via require and import, without installing pg (an optional peer)", () => {
     const dir = join(scratch, "consumer");
     expect(existsSync(join(dir, "node_modules", "pg"))).toBe(false);
-    const check = (load: string) => `${load}\nconsole.log(typeof postgresStore, postgresSchema().split("\\n")[0], typeof diskStore, typeof memoryStore);`;
-    writeFileSync(join(dir, "stores.cjs"), check('const { postgresStore, postgresSchema } = require("@agentlanejs/process-bridge-native/stores/postgres"); const { diskStore, memoryStore } = require("@agentlanejs/process-bridge-native");'));
-    writeFileSync(join(dir, "stores.mjs"), check('import { postgresStore, postgresSchema } from "@agentlanejs/process-bridge-native/stores/postgres"; import { diskStore, memoryStore } from "@agentlanejs/process-bridge-native";'));
-    for (const script of ["stores.cjs", "stores.mjs"]) {
-      const result = spawnSync(process.execPath, [script], { cwd: dir, encoding: "utf8", timeout: 60_000 });
-      expect(result.stderr).toBe("");
-      expect(result.stdout).toBe('function CREATE TABLE IF NOT EXISTS "agentlane_snapshots" ( function function\n');
-    }
+    inBothModuleSystems(
+      dir,
+      "stores",
+      {
+        cjs: 'const { postgresStore, postgresSchema } = require("@agentlanejs/process-bridge-native/stores/postgres"); const { diskStore, memoryStore } = require("@agentlanejs/process-bridge-native");',
+        esm: 'import { postgresStore, postgresSchema } from "@agentlanejs/process-bridge-native/stores/postgres"; import { diskStore, memoryStore } from "@agentlanejs/process-bridge-native";',
+      },
+      'console.log(typeof postgresStore, postgresSchema().split("\\n")[0], typeof diskStore, typeof memoryStore);',
+      'function CREATE TABLE IF NOT EXISTS "agentlane_snapshots" ( function function\n',
+    );
   });
 
   it("a platform package that lost its supervisor (gone, or not executable): the session says so once, with a code, and check fails naming it", () => {
