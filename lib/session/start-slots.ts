@@ -33,7 +33,8 @@ function pump(): void {
  * limit). Returns the previous value.
  */
 export function setMaxConcurrentStarts(value: number): number {
-  checkCount("maxConcurrentStarts", value, { unbounded: true });
+  // No argument is refused too: it would make every later start wait for ever.
+  checkCount("maxConcurrentStarts", value, { unbounded: true, required: true });
   const previous = limit;
   limit = value;
   pump();
