@@ -475,11 +475,34 @@ export class SessionController<TConfig, TConfigPatch> {
     } finally {
       if (outcome !== "sent") this.commands.forget(entry);
     }
-    if (outcome === "sent") this.recorder?.record("stdin", JSON.stringify(command));
+    if (outcome === "sent") {
+      this.recorder?.record("stdin", JSON.stringify(command));
+      if (entry.kind === "reset" || entry.kind === "configure") this.answerInTime(entry);
+    }
     if (outcome === "full") {
       this.notify.diagnostic({ kind: "backpressure", command: command.type, bufferedBytes: this.channel.bufferedBytes() });
     }
     return outcome;
+  }
+
+  /**
+   * A reset or configure the backend does not answer within
+   * `commandTimeoutMs` means it is stuck (it handles commands one at a
+   * time, so every later command would wait too): the session closes
+   * (`unresponsive`), as for a cancel not carried out, so that nothing
+   * waits for ever.
+   */
+  private answerInTime(entry: SentCommand): void {
+    const ms = this.options.commandTimeoutMs ?? 10_000;
+    this.commands.watch(entry, ms, () => this.closeUnresponsive(`The backend did not answer a ${entry.kind} command within ${ms} ms; closing the session.`));
+  }
+
+  /** The backend is stuck: the session closes (`unresponsive`) and kills it. */
+  closeUnresponsive(message: string): void {
+    if (this.lifecycle.closed) return;
+    this.notify.diagnostic({ kind: "unresponsive", message });
+    this.teardown({ reason: "unresponsive", message, code: null, signal: null });
+    this.kill();
   }
 
   /** The refusal of a command the stdin buffer had no room for. */

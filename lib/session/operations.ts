@@ -127,11 +127,7 @@ export class SessionOperations<TConfig, TConfigPatch> {
   private closeIfUnanswered(cancelled: Promise<void>): void {
     const ms = this.core.options.cancelTimeoutMs ?? 10_000;
     const timer = setTimeout(() => {
-      if (this.core.lifecycle.closed || !this.core.runs.active) return;
-      const message = `The backend did not end the run within ${ms} ms of a cancel; closing the session.`;
-      this.core.notify.diagnostic({ kind: "unresponsive", message });
-      this.core.teardown({ reason: "unresponsive", message, code: null, signal: null });
-      this.core.kill();
+      if (this.core.runs.active) this.core.closeUnresponsive(`The backend did not end the run within ${ms} ms of a cancel; closing the session.`);
     }, ms);
     const clear = () => clearTimeout(timer);
     cancelled.then(clear, clear);

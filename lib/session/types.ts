@@ -120,7 +120,7 @@ export type SessionDiagnostic =
   | { kind: "run-timeout"; timeoutMs: number }
   /** No event came for `idleMs` during a run (with `onStall: "cancel"`, the session cancelled it). */
   | { kind: "stalled"; idleMs: number }
-  /** A cancel was not carried out within `cancelTimeoutMs`: the session closes. */
+  /** A cancel was not carried out within `cancelTimeoutMs`, or a reset or configure not answered within `commandTimeoutMs`: the session closes. */
   | { kind: "unresponsive"; message: string }
   | { kind: "command-rejected"; message: string }
   | { kind: "handler-error"; handler: string; error: unknown }
@@ -148,7 +148,8 @@ export type SessionClose =
   /**
    * Closed by the session itself, which then kills the backend: it closed
    * its stdout but kept running (`stdout-closed`), or did not carry out a
-   * cancel within `cancelTimeoutMs` (`unresponsive`). `message` says which.
+   * cancel within `cancelTimeoutMs` or answer a reset or configure within
+   * `commandTimeoutMs` (`unresponsive`). `message` says which.
    */
   | { reason: "stdout-closed" | "unresponsive"; message: string; code: number | null; signal: string | null };
 
@@ -191,6 +192,13 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   onStall?: "report" | "cancel";
   /** A cancel the backend does not carry out within this long closes the session (an `unresponsive` diagnostic); default 10000. */
   cancelTimeoutMs?: number;
+  /**
+   * A reset or configure the backend does not answer within this long
+   * closes the session (an `unresponsive` diagnostic; what waits rejects
+   * with `SessionClosedError`); default 10000. A reset sent during a run
+   * is answered once the backend has ended the run.
+   */
+  commandTimeoutMs?: number;
   /**
    * Keep the last protocol lines, commands and stderr lines (bounded), and
    * attach them to `SessionClosedError.flightRecord` and protocol
