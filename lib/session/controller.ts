@@ -131,7 +131,23 @@ export class SessionController<TConfig, TConfigPatch> {
       () => this.failStartup("Timed out waiting for bridge ready event.", "ready-timeout", { kill: true }),
       this.options.readyTimeoutMs ?? 30_000,
     );
+    this.abortableStart(this.options.signal);
     return this.startup.promise;
+  }
+
+  /**
+   * The application can call the start off (its `signal`) until `ready`:
+   * the start fails as a ready timeout makes it fail, killing what was
+   * started (a spawned backend, a warm start waiting for its server or
+   * forked, an attached process through its `kill`).
+   */
+  private abortableStart(signal: AbortSignal | undefined): void {
+    if (signal === undefined) return;
+    const abort = () => this.failStartup("The start was aborted before the backend was ready.", "aborted", { kill: true, cause: signal.reason });
+    if (signal.aborted) return abort();
+    signal.addEventListener("abort", abort, { once: true });
+    const done = () => signal.removeEventListener("abort", abort);
+    this.startup.promise.then(done, done);
   }
 
   /** Where the backend's output and exit go (§9.2 callbacks), spawned or attached. */

@@ -176,8 +176,21 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   onDiagnostic?: (diagnostic: SessionDiagnostic) => void;
   /** App-side validation of config documents; throwing is a protocol failure. */
   decodeConfig?: (raw: JsonObject) => TConfig;
-  /** Default 30000. */
+  /**
+   * Default 30000. Counts from the backend's start: a cold start's from
+   * its spawn, once it has a start slot (the wait for one is not counted);
+   * a warm start's from the call, the server's import included when its
+   * server is not ready yet; an attached session's from the attach.
+   */
   readyTimeoutMs?: number;
+  /**
+   * Calls the start off: until `ready`, aborting it rejects the start with
+   * `SessionStartError` `aborted` (`cause`: the signal's reason), whether
+   * it waits for a start slot (it leaves the queue) or has started (what
+   * started is killed, as a ready timeout kills it; an attached process
+   * through its `kill`). Once the session is ready, it has no effect.
+   */
+  signal?: AbortSignal;
   /** Passed to the channel as `graceMs`; default 1500. */
   shutdownGraceMs?: number;
   /** After SIGTERM (at the end of the shutdown grace), how long the backend's processes get before SIGKILL; default 500. */
