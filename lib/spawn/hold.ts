@@ -9,36 +9,36 @@
  */
 import type { BridgeProcessCallbacks } from "../wiring";
 
+/** The callbacks that carry the backend's output and end: held until the report. */
+const HELD = ["onEvent", "onDecodeError", "onInvalidLine", "onStderr", "onReadError", "onStdoutClosed", "onExit"] as const;
+
 /**
- * The callbacks, with every call held back (in order) until `release()`;
- * after it, straight through.
+ * The callbacks, with every call of the backend's output and end held back
+ * (in order) until `release()`; `onStarted` and `onSpawnError` go straight
+ * through. On release the returned object's members become the
+ * application's own callbacks again (the readers look them up at each
+ * call), so a started backend's output pays nothing for having been held.
  */
 export function holdUntilStarted(callbacks: BridgeProcessCallbacks): { callbacks: BridgeProcessCallbacks; release: () => void } {
   let held: (() => void)[] | undefined = [];
-  const wrap = <K extends keyof BridgeProcessCallbacks>(name: K): BridgeProcessCallbacks[K] => {
-    const callback = callbacks[name] as ((...args: unknown[]) => void) | undefined;
-    if (callback === undefined) return undefined as BridgeProcessCallbacks[K];
-    return ((...args: unknown[]) => {
-      if (held) held.push(() => callback(...args));
-      else callback(...args);
-    }) as BridgeProcessCallbacks[K];
-  };
+  const holding: BridgeProcessCallbacks = { ...callbacks };
+  const members = holding as unknown as Record<string, unknown>;
+  for (const name of HELD) {
+    const callback = callbacks[name] as ((a?: unknown, b?: unknown) => void) | undefined;
+    if (callback === undefined) continue;
+    members[name] = (a?: unknown, b?: unknown) => {
+      if (held) held.push(() => callback(a, b));
+      else callback(a, b);
+    };
+  }
   return {
-    callbacks: {
-      onEvent: wrap("onEvent")!,
-      onDecodeError: wrap("onDecodeError"),
-      onInvalidLine: wrap("onInvalidLine"),
-      onStderr: wrap("onStderr"),
-      onReadError: wrap("onReadError"),
-      onStdoutClosed: wrap("onStdoutClosed"),
-      onExit: wrap("onExit"),
-      onStarted: callbacks.onStarted,
-      onSpawnError: callbacks.onSpawnError,
-    },
+    callbacks: holding,
     release: () => {
       const waiting = held;
+      if (waiting === undefined) return;
       held = undefined;
-      for (const call of waiting ?? []) call();
+      for (const name of HELD) members[name] = callbacks[name];
+      for (const call of waiting) call();
     },
   };
 }
