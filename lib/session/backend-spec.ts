@@ -1,8 +1,8 @@
 /**
  * What `createAgentSession` and `attachAgentSession` receive from
  * JavaScript callers (who may pass anything): the backend spec, the
- * numeric options and the start's `signal`, refused with a clear message naming what is wrong,
- * before anything is spawned.
+ * numeric options and the start's `signal`, refused with a clear message
+ * naming what is wrong, before anything is spawned.
  */
 import { checkCount, checkMilliseconds, checkProcessOptions } from "../options";
 import type { resolveBackendSpec } from "../process";
