@@ -24,7 +24,14 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: "main", include: ["__test__/**/*.test.ts", "examples/testing/*.test.ts"], exclude: ["__test__/session/**"] },
+        test: { name: "main", include: ["__test__/**/*.test.ts", "examples/testing/*.test.ts"], exclude: ["__test__/session/**", "__test__/vm-realm.test.ts"] },
+      },
+      {
+        // Test files in a vm context, as vitest's vmThreads pool and Jest
+        // run them: the README's `await using` pattern must work there too
+        // (the testing kit's example, and the session on the real backend).
+        extends: true,
+        test: { name: "vm-realm", pool: "vmThreads", include: ["__test__/vm-realm.test.ts", "examples/testing/*.test.ts"] },
       },
       {
         // The session suites drive createAgentSession through the harness's

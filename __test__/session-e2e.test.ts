@@ -19,6 +19,7 @@ import {
   type AgentActivity,
   type AgentSession,
   type ApprovalResolution,
+  SessionClosedError,
   type JsonObject,
   type PlanUpdate,
   type SessionClose,
@@ -26,7 +27,7 @@ import {
   type TextChunk,
   type ToolActivity,
 } from "../lib/index";
-import { repoRoot } from "./helpers";
+import { goneWithin, repoRoot } from "./helpers";
 
 const backend = {
   command: join(repoRoot, ".venv", "bin", "python"),
@@ -249,5 +250,25 @@ describe("attachAgentSession: what only an attached process shows", () => {
     expect(signals).toEqual(["SIGTERM", "SIGKILL"]);
     expect(child.signalCode).toBe("SIGKILL");
     expect(closes).toEqual([{ reason: "shutdown", code: null, signal: "SIGKILL" }]);
+  });
+});
+
+describe("a backend that stops answering", () => {
+  it("configure() with no run active, the backend frozen (SIGSTOP): rejects once commandTimeoutMs has passed, the session closes unresponsive, the backend is killed (issue 29, item 16)", async () => {
+    const closes: SessionClose[] = [];
+    const session = await createAgentSession({ backend, commandTimeoutMs: 500, onClose: (close) => closes.push(close), onDiagnostic: () => {} });
+    const pid = session.process!.pid!;
+    process.kill(pid, "SIGSTOP");
+    // Before: pending until close(); bounded here so that it fails rather than hangs.
+    const unanswered = Symbol("still pending after 20 s");
+    const error = await Promise.race([
+      session.configure({ model: "frozen" }).catch((e: unknown) => e),
+      new Promise((resolve) => setTimeout(resolve, 20_000, unanswered)),
+    ]);
+    expect(error).toBeInstanceOf(SessionClosedError);
+    const close = { reason: "unresponsive", message: "The backend did not answer a configure command within 500 ms; closing the session.", code: null, signal: null };
+    expect((error as SessionClosedError).close).toEqual(close);
+    expect(closes).toEqual([close]);
+    expect(await goneWithin(pid)).toBe(true);
   });
 });

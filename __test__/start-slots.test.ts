@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgentSession, setMaxConcurrentStarts, startSlots, type AgentSession } from "../lib/index";
+import { createAgentSession, InvalidOptionError, setMaxConcurrentStarts, startSlots, type AgentSession } from "../lib/index";
 
 const ready = JSON.stringify({ protocol_version: "1.0", type: "ready", ts: 1, version: "0", package: "slots", metadata: {} });
 const dir = mkdtempSync(join(tmpdir(), "pbn-slots-"));
@@ -41,6 +41,19 @@ function maxOverlap(log: string): number {
 describe.runIf(process.platform !== "win32")("start slots", () => {
   it("the default is the number of cores, at least 2", () => {
     expect(startSlots()).toEqual({ max: Math.max(2, availableParallelism()), starting: 0, waiting: 0 });
+  });
+
+  it("a limit that is not a whole number of at least 1, or none at all, is refused and the limit stays: later starts still start (issue 29, item 5)", async () => {
+    const before = startSlots().max;
+    const set = setMaxConcurrentStarts as (value?: unknown) => number;
+    // Before the fix, no argument (or undefined) was taken as the limit, and every later start waited for ever.
+    for (const value of [[], [undefined], [0], [Number.NaN], [-1], [1.5], ["2"], [null]]) {
+      expect(() => set(...value), JSON.stringify(value)).toThrow(InvalidOptionError);
+    }
+    expect(() => set()).toThrow("maxConcurrentStarts must be a whole number of at least 1 (or Infinity), not undefined.");
+    expect(startSlots().max).toBe(before);
+    sessions.push(await createAgentSession({ backend: slowBackend(join(dir, "after-refused.log"), 0), readyTimeoutMs: 10_000, onDiagnostic: () => {} }));
+    expect(startSlots()).toMatchObject({ starting: 0, waiting: 0 });
   });
 
   it("8 sessions created at once with 2 slots: at most 2 start at a time, all get ready, and a ready timeout counts from each one's own spawn", async () => {

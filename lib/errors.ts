@@ -184,7 +184,9 @@ export type SessionStartErrorCode =
   /** The backend wrote a line that is not a valid bridge event before `ready`. */
   | "protocol-error"
   /** A warm start was asked for with `fallback: "error"` and is not possible (`cause`: the `WarmStartError`). */
-  | "warm-unavailable";
+  | "warm-unavailable"
+  /** The application called the start off (its `signal`; `cause`: the signal's reason); what had started was killed. */
+  | "aborted";
 
 /** `WarmStartError.reason`: why a warm start (docs/prefork.md) is not possible. */
 export type WarmUnavailableReason =

@@ -25,9 +25,17 @@ export function checkMilliseconds(option: string, value: unknown): void {
   }
 }
 
-/** A count (of bytes, lines): absent, or a whole number of at least `min` (or, with `unbounded`, `Infinity`: no bound). */
-export function checkCount(option: string, value: unknown, { min = 1, unbounded = false }: { min?: number; unbounded?: boolean } = {}): void {
-  if (value === undefined || (unbounded && value === Number.POSITIVE_INFINITY)) return;
+/**
+ * A count (of bytes, lines): absent (unless `required`: a setter's value,
+ * where "absent" would mean no limit at all), or a whole number of at
+ * least `min` (or, with `unbounded`, `Infinity`: no bound).
+ */
+export function checkCount(
+  option: string,
+  value: unknown,
+  { min = 1, unbounded = false, required = false }: { min?: number; unbounded?: boolean; required?: boolean } = {},
+): void {
+  if ((value === undefined && !required) || (unbounded && value === Number.POSITIVE_INFINITY)) return;
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
     throw new InvalidOptionError(`${option} must be a whole number of at least ${min}${unbounded ? " (or Infinity)" : ""}, not ${describe(value)}.`, option);
   }

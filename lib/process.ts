@@ -9,6 +9,7 @@ import { checkProcessOptions } from "./options";
 import { ExitTracker } from "./spawn/exit";
 import { explainSpawnError, withErrnoCode, type SpawnAttempt } from "./spawn/spawn-error";
 import { readControl, reportedSpawnError } from "./spawn/control";
+import { holdUntilStarted } from "./spawn/hold";
 import { UnixStdio } from "./spawn/stdio";
 import { findSupervisor } from "./spawn/supervisor";
 import type { WarmOption } from "./spawn/warm/options";
@@ -143,9 +144,12 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   // exit is reported, not at the supervisor's `close`: the report may be
   // read after it (Bun reads the control socket as a file stream).
   let failedErrno: number | undefined;
+  // Supervised, what the backend says waits for the supervisor's report
+  // (`spawn/hold.ts`): `onStarted` comes first, as for a warm start.
+  const held = mode === "supervised" ? holdUntilStarted(callbacks) : { callbacks, release: () => {} };
   const exit = new ExitTracker(options.exitDrainMs ?? 1000, {
-    ...callbacks,
-    onExit: (code, signal) => callbacks.onExit?.(failedErrno !== undefined ? -failedErrno : code, signal),
+    ...held.callbacks,
+    onExit: (code, signal) => held.callbacks.onExit?.(failedErrno !== undefined ? -failedErrno : code, signal),
   });
   const attempt: SpawnAttempt = { command: options.command, cwd: options.cwd, supervisor };
 
@@ -154,7 +158,7 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   if (process.platform !== "win32") {
     let stdio: UnixStdio;
     try {
-      stdio = new UnixStdio(callbacks, options, exit, mode === "supervised");
+      stdio = new UnixStdio(held.callbacks, options, exit, mode === "supervised");
     } catch (error) {
       exit.dispose();
       throw spawnFailure(error, attempt);
@@ -188,16 +192,23 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
       started: (pid) => {
         containment.backendPid = pid;
         callbacks.onStarted?.(containment.info);
+        held.release();
       },
       failed: (report) => {
         failedErrno = report.errno;
         child.emit("error", reportedSpawnError(options.command, options.args ?? [], report));
+        held.release();
       },
-      ended: () => controlEnded(null),
+      ended: () => {
+        held.release();
+        controlEnded(null);
+      },
     });
     child.once("exit", () => socket.ref());
-  } else if (child.pid !== undefined) {
-    callbacks.onStarted?.(containment.info);
+  } else {
+    // No supervisor, or none started (its spawn failed): nothing to wait for.
+    held.release();
+    if (child.pid !== undefined) callbacks.onStarted?.(containment.info);
   }
 
   const releaseGuard = options.killOnHostExit ?? true ? guardAgainstOrphan(containment) : () => {};

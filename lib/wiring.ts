@@ -12,14 +12,14 @@
  * pushes Node's chunks to a native reader thread (`wirePushed`).
  */
 import type { Readable } from "node:stream";
-import type { BridgeDecodeError, BridgeReadError } from "./errors";
+import { BridgeReadError, type BridgeDecodeError } from "./errors";
 import type { BridgeEvent } from "./protocol";
 import type { BackendProcess } from "./spawn/containment";
 import { native } from "./native";
 import { deliverEventBatch, deliverTextBatch } from "./stream/batch";
 import { DEFAULT_MAX_LINE_BYTES } from "./stream/contract";
 import type { FlowGate } from "./stream/flow";
-import { createLineReader } from "./stream/line-reader";
+import { createLineReader, type StreamFailure } from "./stream/line-reader";
 
 export interface BridgeProcessCallbacks {
   /** Each valid stdout line, in order. */
@@ -30,7 +30,11 @@ export interface BridgeProcessCallbacks {
   onInvalidLine?: (line: string) => void;
   /** Each stderr line. */
   onStderr?: (line: string) => void;
-  /** Reading stdout or stderr failed (spawn only): nothing more comes from that stream. */
+  /**
+   * Reading stdout or stderr failed (an I/O error of a spawned backend's
+   * pipe, or a chunk of a wired stream that is not bytes or a string):
+   * nothing more comes from that stream.
+   */
   onReadError?: (error: BridgeReadError) => void;
   /** Once, after the child closed and the line readers were disposed (spawn only). */
   onExit?: (code: number | null, signal: string | null) => void;
@@ -104,6 +108,25 @@ function wireStream(
   };
 }
 
+/**
+ * A chunk of a stream as bytes: a `Buffer`, any other byte view (a
+ * `Uint8Array`, from this realm or another), or a string (a stream with an
+ * encoding set) as UTF-8. `undefined` for anything else (an object-mode
+ * stream's objects): the native framer takes bytes only, and throwing
+ * from a `data` handler would end a host that has no handler for it.
+ */
+function chunkBytes(chunk: unknown): Buffer | undefined {
+  if (typeof chunk === "string") return Buffer.from(chunk);
+  if (!ArrayBuffer.isView(chunk)) return undefined;
+  return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+
+/** Why a chunk cannot be read. */
+function notBytes(chunk: unknown): string {
+  const what = chunk === null ? "null" : typeof chunk === "object" ? "an object" : `a ${typeof chunk}`;
+  return `a chunk was ${what}, not bytes or a string (an object-mode stream?)`;
+}
+
 export interface BridgeWiring {
   /** Stops both line readers; idempotent. */
   dispose(): void;
@@ -111,8 +134,12 @@ export interface BridgeWiring {
 
 /** What a wiring of Node streams reports and obeys besides the callbacks (`attachAgentSession`). */
 export interface InlineHooks {
-  /** The stream has ended (or failed, or closed): its last lines were delivered. */
-  ended?: (kind: "events" | "text") => void;
+  /**
+   * The stream has ended (or failed, or closed): its last lines were
+   * delivered. `failure`: why it cannot be read (then it is reported
+   * here instead of `onReadError`), `null` at its end.
+   */
+  ended?: (kind: "events" | "text", failure: StreamFailure) => void;
   /** While closed, stdout is paused (the consumer of `session.stream()` falls behind). */
   flow?: FlowGate;
 }
@@ -142,10 +169,19 @@ function wireInline(
     paused = false;
     if (!ended) stream.resume();
   };
-  const onData = (chunk: Buffer | string) => {
+  const onData = (chunk: unknown) => {
     if (ended) return;
+    const bytes = chunkBytes(chunk);
+    if (bytes === undefined) {
+      // Never thrown out of the stream's `data` handling: the stream is unreadable.
+      ended = true;
+      const failure = notBytes(chunk);
+      if (hooks.ended) hooks.ended(kind, failure);
+      else callbacks.onReadError?.(new BridgeReadError(kind === "events" ? "stdout" : "stderr", failure));
+      return;
+    }
     try {
-      deliver(decoder.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk));
+      deliver(decoder.push(bytes));
     } finally {
       if (flow?.isClosed && !paused) {
         // Held back until the consumer catches up (the gate opens).
@@ -161,7 +197,7 @@ function wireInline(
       deliver(decoder.end());
     } finally {
       ended = true;
-      hooks.ended?.(kind);
+      hooks.ended?.(kind, null);
     }
   };
   stream.on("data", onData);

@@ -98,6 +98,50 @@ describe("timeouts and the watchdog", () => {
     expect(l.rec.diagnostics()).toContainEqual({ kind: "unresponsive", message });
   });
 
+  it("configure() or reset() the backend never answers: after commandTimeoutMs the session closes (unresponsive) and what waits rejects (issue 29, item 16)", async () => {
+    const l = await h.launch({}, { commandTimeoutMs: 150 });
+    const configure = observe(l.session.configure({ model: "x" }));
+    await l.fake.expect("configure");
+    // Before: pending until close(), with no run for a watchdog to watch.
+    const message = "The backend did not answer a configure command within 150 ms; closing the session.";
+    const closed = { reason: "unresponsive", message, code: null, signal: null };
+    const error = (await configure.error()) as SessionClosedError;
+    expect(error).toBeInstanceOf(SessionClosedError);
+    expect(error.close).toEqual(closed);
+    await l.rec.waitClose();
+    expect(l.rec.of("close").map((e) => e.close)).toEqual([closed]);
+    expect(l.rec.diagnostics("unresponsive")).toEqual([{ kind: "unresponsive", message }]);
+
+    // A caller that stopped waiting leaves the backend owing the answer: the deadline holds.
+    const r = await h.launch({}, { commandTimeoutMs: 150 });
+    const gaveUp = new AbortController();
+    const reset = observe(r.session.reset({ signal: gaveUp.signal }));
+    await r.fake.expect("reset");
+    gaveUp.abort(new Error("stopped waiting"));
+    expect(((await reset.error()) as Error).message).toBe("stopped waiting");
+    await r.rec.waitClose();
+    expect(r.rec.of("close").map((e) => e.close)).toEqual([
+      { reason: "unresponsive", message: "The backend did not answer a reset command within 150 ms; closing the session.", code: null, signal: null },
+    ]);
+  });
+
+  it("configure() and reset() answered in time keep the session open past commandTimeoutMs", async () => {
+    const l = await h.launch({}, { commandTimeoutMs: 100 });
+    const configure = observe(l.session.configure({ model: "x" }));
+    await l.fake.expect("configure");
+    l.fake.emit(ev.configOk({ model: "x" }));
+    await configure.value();
+    const reset = observe(l.session.reset());
+    await l.fake.expect("reset");
+    l.fake.emit(ev.reset());
+    await reset.value();
+    // Past both deadlines: nothing fires for answered commands.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await barrier(l);
+    expect(l.rec.of("close")).toEqual([]);
+    expect(l.rec.diagnostics("unresponsive")).toEqual([]);
+  });
+
   it("a backend that closes its stdout and keeps running: the session closes as stdout-closed, and its error says so", async () => {
     const l = await h.launch(STUBBORN);
     const run = await startRun(l);

@@ -53,6 +53,12 @@ export function notAttachable(child: unknown): string | undefined {
   if (typeof candidate.on !== "function") return "The attached process has no on() for its exit, close and error events.";
   if (!candidate.stdin || typeof candidate.stdin.write !== "function") return "The attached process has no writable stdin.";
   if (!candidate.stdout || typeof (candidate.stdout as Readable).on !== "function") return "The attached process has no readable stdout.";
+  for (const name of ["stdout", "stderr"] as const) {
+    // Its chunks would be objects, and the session reads bytes (or strings).
+    if ((candidate[name] as Readable | null | undefined)?.readableObjectMode === true) {
+      return `The attached process's ${name} is an object-mode stream: the session reads bytes (or strings) from it.`;
+    }
+  }
   if (candidate.kill !== undefined && typeof candidate.kill !== "function") return "The attached process's kill is not a function.";
   return undefined;
 }
@@ -77,8 +83,8 @@ class AttachedChild extends EventEmitter implements BridgeChildLike {
   ) {
     super();
     this.stdin = source.stdin;
-    this.exitCode = source.exitCode ?? null;
-    this.signalCode = source.signalCode ?? null;
+    this.exitCode = exitCodeOf(source.exitCode);
+    this.signalCode = signalOf(source.signalCode);
     this.gone = this.exitCode !== null || this.signalCode !== null;
   }
 
@@ -105,6 +111,20 @@ class AttachedChild extends EventEmitter implements BridgeChildLike {
   }
 }
 
+/**
+ * An exit code as `onClose` reports it: a number, or `null`. Not every
+ * process-like object's `exit` or `close` carries one (a `net.Socket`'s
+ * `close` gives `hadError`, a boolean).
+ */
+function exitCodeOf(value: unknown): number | null {
+  return typeof value === "number" ? value : null;
+}
+
+/** A signal's name, or `null` (see `exitCodeOf`). */
+function signalOf(value: unknown): string | null {
+  return typeof value === "string" ? value : null;
+}
+
 /** Attaches the session's callbacks to `source` (see the module's notes). */
 export function attachedBackend(source: AgentProcessLike, options: AttachOptions, flow: FlowGate): OpenBackend {
   return (callbacks) => {
@@ -122,20 +142,20 @@ export function attachedBackend(source: AgentProcessLike, options: AttachOptions
     const stdoutEnded = exit.streamEnded("stdout");
     const stderrEnded = exit.streamEnded("stderr");
     const streams = { stdout: source.stdout, stderr: source.stderr ?? null };
-    exit.add(wireAttached(streams, callbacks, options, { flow, ended: (kind) => (kind === "events" ? stdoutEnded(null) : stderrEnded(null)) }));
+    exit.add(wireAttached(streams, callbacks, options, { flow, ended: (kind, failure) => (kind === "events" ? stdoutEnded(failure) : stderrEnded(failure)) }));
     if (!streams.stderr) stderrEnded(null);
     const release = options.killOnHostExit ?? true ? guardAgainstOrphan({ killNow: () => child.kill("SIGKILL") }) : () => {};
     source.on("error", (error: Error) => callbacks.onSpawnError?.(error));
-    source.on("exit", (code: number | null, signal: NodeJS.Signals | null) => {
+    source.on("exit", (code: unknown, signal: unknown) => {
       release();
-      child.exited(code, signal);
-      exit.exited(code, signal);
+      child.exited(exitCodeOf(code), signalOf(signal));
+      exit.exited(exitCodeOf(code), signalOf(signal));
     });
     // `close` follows the streams' ends (as a ChildProcess's does): done.
-    source.on("close", (code: number | null, signal: NodeJS.Signals | null) => {
+    source.on("close", (code: unknown, signal: unknown) => {
       release();
-      child.exited(code, signal);
-      exit.closed(code, signal);
+      child.exited(exitCodeOf(code), signalOf(signal));
+      exit.closed(exitCodeOf(code), signalOf(signal));
     });
     const info: BackendProcess = { mode: "attached", start: "attached", pid: source.pid, processGroup: undefined, supervisorPid: undefined };
     callbacks.onStarted?.(info);

@@ -1,17 +1,17 @@
 /**
  * What `createAgentSession` and `attachAgentSession` receive from
- * JavaScript callers (who may pass anything): the backend spec and the
- * numeric options, refused with a clear message naming what is wrong,
- * before anything is spawned.
+ * JavaScript callers (who may pass anything): the backend spec, the
+ * numeric options and the start's `signal`, refused with a clear message
+ * naming what is wrong, before anything is spawned.
  */
 import { checkCount, checkMilliseconds, checkProcessOptions } from "../options";
 import type { resolveBackendSpec } from "../process";
 import type { AgentSessionOptions } from "./types";
 
-/** Throws `InvalidOptionError` for the first numeric session option that cannot be used. */
+/** Throws `InvalidOptionError` for the first numeric session option that cannot be used (a `TypeError` for a `signal` that is not one). */
 export function checkSessionOptions(given: object): void {
   const options = given as Partial<AgentSessionOptions<unknown, unknown>> & { maxLineBytes?: unknown; exitDrainMs?: unknown };
-  for (const name of ["readyTimeoutMs", "shutdownGraceMs", "termGraceMs", "runTimeoutMs", "idleTimeoutMs", "cancelTimeoutMs"] as const) {
+  for (const name of ["readyTimeoutMs", "shutdownGraceMs", "termGraceMs", "runTimeoutMs", "idleTimeoutMs", "cancelTimeoutMs", "commandTimeoutMs"] as const) {
     checkMilliseconds(name, options[name]);
   }
   checkCount("maxStdinBufferBytes", options.maxStdinBufferBytes);
@@ -24,6 +24,8 @@ export function checkSessionOptions(given: object): void {
   // An attached session's reading options.
   checkCount("maxLineBytes", options.maxLineBytes);
   checkMilliseconds("exitDrainMs", options.exitDrainMs);
+  const signal = options.signal as unknown;
+  if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError(`The signal option must be an AbortSignal, not ${describeValue(signal)}.`);
   const backend = options.backend as Record<string, unknown> | undefined;
   if (backend !== null && typeof backend === "object") checkProcessOptions(backend, "backend.");
 }
@@ -43,6 +45,18 @@ export function checkedBackend(backend: unknown): Parameters<typeof resolveBacke
     throw new TypeError("The backend spec's args must be an array of strings.");
   }
   return backend as Parameters<typeof resolveBackendSpec>[0];
+}
+
+/** An `AbortSignal`, from this realm or another (a test's vm context). */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  const signal = value as Partial<AbortSignal> | null;
+  return (
+    typeof signal === "object" &&
+    signal !== null &&
+    typeof signal.aborted === "boolean" &&
+    typeof signal.addEventListener === "function" &&
+    typeof signal.removeEventListener === "function"
+  );
 }
 
 /** A short description of a value's type, for messages. */

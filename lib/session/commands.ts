@@ -21,16 +21,43 @@ export type SentCommand =
 /** The queue of sent commands, oldest first. */
 export class CommandQueue {
   private readonly sent: SentCommand[] = [];
+  /** The deadlines of the commands that must be answered in time (`watch`). */
+  private readonly deadlines = new Map<SentCommand, ReturnType<typeof setTimeout>>();
 
   /** Records a command about to be written. */
   push(entry: SentCommand): void {
     this.sent.push(entry);
   }
 
+  /**
+   * Calls `unanswered` if `entry` is still waiting for its answer (nothing
+   * took it from the queue: no answer, no error, no teardown) after `ms`.
+   * Tied to the command, not to its caller: a caller that stopped waiting
+   * (its signal) leaves the backend owing the answer all the same.
+   */
+  watch(entry: SentCommand, ms: number, unanswered: () => void): void {
+    if (!this.sent.includes(entry)) return;
+    this.deadlines.set(
+      entry,
+      setTimeout(() => {
+        this.deadlines.delete(entry);
+        if (this.sent.includes(entry)) unanswered();
+      }, ms),
+    );
+  }
+
   /** Removes a command that turned out not to be sent. */
   forget(entry: SentCommand): void {
     const index = this.sent.indexOf(entry);
-    if (index >= 0) this.sent.splice(index, 1);
+    if (index >= 0) this.removeAt(index);
+  }
+
+  /** Removes the entry at `index` (and its deadline); returns it. */
+  private removeAt(index: number): SentCommand {
+    const [entry] = this.sent.splice(index, 1);
+    clearTimeout(this.deadlines.get(entry));
+    this.deadlines.delete(entry);
+    return entry;
   }
 
   /** §9.5.4 step 5: removes the command an event answers, if any. */
@@ -54,7 +81,7 @@ export class CommandQueue {
         const record = approvalRecord(event.event);
         if (record?.status === "resolved") {
           const index = this.sent.findIndex((p) => p.kind === "approve" && p.id === record.request_id);
-          if (index >= 0) this.sent.splice(index, 1);
+          if (index >= 0) this.removeAt(index);
         }
         return;
       }
@@ -69,9 +96,9 @@ export class CommandQueue {
   take<K extends SentCommand["kind"]>(kind: K): Extract<SentCommand, { kind: K }> | undefined {
     const index = this.sent.findIndex((p) => p.kind === kind);
     if (index < 0) return undefined;
-    const [entry] = this.sent.splice(index, 1);
+    const entry = this.removeAt(index);
     for (let i = index - 1; i >= 0; i--) {
-      if (this.sent[i].kind === "approve") this.sent.splice(i, 1);
+      if (this.sent[i].kind === "approve") this.removeAt(i);
     }
     return entry as Extract<SentCommand, { kind: K }>;
   }
@@ -88,11 +115,13 @@ export class CommandQueue {
 
   /** A command-scoped error belongs to the oldest command still waiting (§8.11). */
   blame(): SentCommand | undefined {
-    return this.sent.shift();
+    return this.sent.length > 0 ? this.removeAt(0) : undefined;
   }
 
   /** Empties the queue (teardown), returning what was waiting. */
   drain(): SentCommand[] {
+    for (const timer of this.deadlines.values()) clearTimeout(timer);
+    this.deadlines.clear();
     return this.sent.splice(0);
   }
 }

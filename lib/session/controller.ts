@@ -131,7 +131,23 @@ export class SessionController<TConfig, TConfigPatch> {
       () => this.failStartup("Timed out waiting for bridge ready event.", "ready-timeout", { kill: true }),
       this.options.readyTimeoutMs ?? 30_000,
     );
+    this.abortableStart(this.options.signal);
     return this.startup.promise;
+  }
+
+  /**
+   * The application can call the start off (its `signal`) until `ready`:
+   * the start fails as a ready timeout makes it fail, killing what was
+   * started (a spawned backend, a warm start waiting for its server or
+   * forked, an attached process through its `kill`).
+   */
+  private abortableStart(signal: AbortSignal | undefined): void {
+    if (signal === undefined) return;
+    const abort = () => this.failStartup("The start was aborted before the backend was ready.", "aborted", { kill: true, cause: signal.reason });
+    if (signal.aborted) return abort();
+    signal.addEventListener("abort", abort, { once: true });
+    const done = () => signal.removeEventListener("abort", abort);
+    this.startup.promise.then(done, done);
   }
 
   /** Where the backend's output and exit go (§9.2 callbacks), spawned or attached. */
@@ -475,11 +491,34 @@ export class SessionController<TConfig, TConfigPatch> {
     } finally {
       if (outcome !== "sent") this.commands.forget(entry);
     }
-    if (outcome === "sent") this.recorder?.record("stdin", JSON.stringify(command));
+    if (outcome === "sent") {
+      this.recorder?.record("stdin", JSON.stringify(command));
+      if (entry.kind === "reset" || entry.kind === "configure") this.answerInTime(entry);
+    }
     if (outcome === "full") {
       this.notify.diagnostic({ kind: "backpressure", command: command.type, bufferedBytes: this.channel.bufferedBytes() });
     }
     return outcome;
+  }
+
+  /**
+   * A reset or configure the backend does not answer within
+   * `commandTimeoutMs` means it is stuck (it handles commands one at a
+   * time, so every later command would wait too): the session closes
+   * (`unresponsive`), as for a cancel not carried out, so that nothing
+   * waits for ever.
+   */
+  private answerInTime(entry: SentCommand): void {
+    const ms = this.options.commandTimeoutMs ?? 10_000;
+    this.commands.watch(entry, ms, () => this.closeUnresponsive(`The backend did not answer a ${entry.kind} command within ${ms} ms; closing the session.`));
+  }
+
+  /** The backend is stuck: the session closes (`unresponsive`) and kills it. */
+  closeUnresponsive(message: string): void {
+    if (this.lifecycle.closed) return;
+    this.notify.diagnostic({ kind: "unresponsive", message });
+    this.teardown({ reason: "unresponsive", message, code: null, signal: null });
+    this.kill();
   }
 
   /** The refusal of a command the stdin buffer had no room for. */

@@ -40,15 +40,27 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), code, { cause: error }));
   }
   const { command } = spec;
+  const signal = options.signal;
+  if (signal?.aborted) return Promise.reject(aborted(signal, "before it began"));
   // A warm start forks in milliseconds and takes no slot; a cold one holds
   // one of the host's start slots (start-slots.ts) until it is ready or has failed.
   if (warmOptions(spec.warm) !== undefined) return controller.start(command, open);
   const cold = open;
-  return withStartSlot((release) => {
+  const start = (release: () => void) => {
     const started = controller.start(command, cold);
     started.then(release, release);
     return started;
-  });
+  };
+  return withStartSlot(start, signal && { signal, error: () => aborted(signal, "while it waited for a start slot") });
+}
+
+/**
+ * A start called off through its `signal` before anything was started
+ * (the controller fails a start under way the same way, `aborted`, and
+ * kills what it started).
+ */
+function aborted(signal: AbortSignal, when: string): SessionStartError {
+  return new SessionStartError(`The start was aborted ${when}.`, "aborted", { cause: signal.reason });
 }
 
 /**
@@ -72,6 +84,8 @@ export function attachAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   } catch (error) {
     return Promise.reject(new SessionStartError((error as Error).message, "invalid-spec", { cause: error }));
   }
+  // Nothing is attached: the process stays the application's, untouched.
+  if (options.signal?.aborted) return Promise.reject(aborted(options.signal, "before it began"));
   const controller = new SessionController<TConfig, TConfigPatch>(options as AgentSessionOptions<TConfig, TConfigPatch>);
   const program = (child as { spawnfile?: unknown }).spawnfile;
   return controller.start(typeof program === "string" ? program : "the attached process", attachedBackend(child, options, controller.flow));

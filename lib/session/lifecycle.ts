@@ -6,7 +6,7 @@
  * starting ──ready──▶ open ──close()──▶ closing ──exit──▶ closed
  *    │  │               │ (backend's `shutdown` event: still open, exits as "shutdown")
  *    │  └─bad line─▶ start-failing ──exit──▶ closed   (createAgentSession rejects)
- *    └─timeout, spawn error, bad ready─▶ start-failed ──exit──▶ closed
+ *    └─timeout, abort, spawn error, bad ready─▶ start-failed ──exit──▶ closed
  *                   any phase ──protocol error, send failure, exit──▶ closed
  * ```
  */

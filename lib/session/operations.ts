@@ -127,11 +127,7 @@ export class SessionOperations<TConfig, TConfigPatch> {
   private closeIfUnanswered(cancelled: Promise<void>): void {
     const ms = this.core.options.cancelTimeoutMs ?? 10_000;
     const timer = setTimeout(() => {
-      if (this.core.lifecycle.closed || !this.core.runs.active) return;
-      const message = `The backend did not end the run within ${ms} ms of a cancel; closing the session.`;
-      this.core.notify.diagnostic({ kind: "unresponsive", message });
-      this.core.teardown({ reason: "unresponsive", message, code: null, signal: null });
-      this.core.kill();
+      if (this.core.runs.active) this.core.closeUnresponsive(`The backend did not end the run within ${ms} ms of a cancel; closing the session.`);
     }, ms);
     const clear = () => clearTimeout(timer);
     cancelled.then(clear, clear);
@@ -187,7 +183,7 @@ export class SessionOperations<TConfig, TConfigPatch> {
   handle(): AgentSession<TConfig, TConfigPatch> {
     const session = this;
     const core = this.core;
-    return Object.freeze({
+    const handle = {
       get ready() {
         return core.readyInfo!;
       },
@@ -205,11 +201,28 @@ export class SessionOperations<TConfig, TConfigPatch> {
       },
       run: (text: string, options?: RunOptions) => session.run(text, options),
       stream: (text: string, options?: RunOptions) => session.stream(text, options),
-      [Symbol.asyncDispose]: () => session.close(),
       cancel: (options?: OperationOptions) => session.cancel(options),
       reset: (options?: OperationOptions) => session.reset(options),
       configure: (patch: TConfigPatch, options?: OperationOptions) => session.configure(patch, options),
       close: () => session.close(),
-    });
+    };
+    const dispose = () => session.close();
+    for (const key of ASYNC_DISPOSE_KEYS) Object.defineProperty(handle, key, { value: dispose, enumerable: true });
+    return Object.freeze(handle) as AgentSession<TConfig, TConfigPatch>;
   }
 }
+
+/**
+ * Every key `await using` may look a session's disposer up by, whatever
+ * realm the session is made or used in (`await using session = await
+ * createAgentSession(…)`, the README's testing pattern). Node 20 and 22
+ * give only their main realm a `Symbol.asyncDispose`
+ * (`Symbol.for("nodejs.asyncDispose")`); in a `vm` context, where vitest's
+ * `vmThreads` pool and Jest run tests, it is undefined, and what
+ * transpilers emit for `await using` (oxc, esbuild, Babel, SWC) falls back
+ * to `Symbol.for("Symbol.asyncDispose")`. Node 24 has one symbol in every
+ * realm. Symbols from `Symbol.for` are the same in every realm.
+ */
+const ASYNC_DISPOSE_KEYS: readonly symbol[] = [
+  ...new Set([Symbol.asyncDispose as symbol | undefined, Symbol.for("nodejs.asyncDispose"), Symbol.for("Symbol.asyncDispose")]),
+].filter((key): key is symbol => typeof key === "symbol");

@@ -7,8 +7,9 @@
  * starts wait for a slot: at most `maxConcurrentStarts` (default: the
  * number of cores, at least 2) spawned backends are between their spawn and
  * their `ready` at any time, and each one's `readyTimeoutMs` counts from
- * its own spawn. The host's cores go to finishing starts, and every start
- * takes about as long as one alone.
+ * its own spawn (a session's `signal` bounds the wait for a slot). The
+ * host's cores go to finishing starts, and every start takes about as
+ * long as one alone.
  *
  * Process-wide (per JavaScript thread): it shares the machine. Attached
  * sessions take no slot (the application started the process).
@@ -33,7 +34,8 @@ function pump(): void {
  * limit). Returns the previous value.
  */
 export function setMaxConcurrentStarts(value: number): number {
-  checkCount("maxConcurrentStarts", value, { unbounded: true });
+  // No argument is refused too: it would make every later start wait for ever.
+  checkCount("maxConcurrentStarts", value, { unbounded: true, required: true });
   const previous = limit;
   limit = value;
   pump();
@@ -57,12 +59,26 @@ function releaser(): () => void {
 
 /**
  * Runs `start` with a slot: at once (synchronously) when one is free, else
- * once one is. `start` gets the function that gives the slot back.
+ * once one is. `start` gets the function that gives the slot back. A start
+ * that waits can be called off: when `abort.signal` aborts, it leaves the
+ * queue and rejects with `abort.error()`, and `start` never runs.
  */
-export function withStartSlot<T>(start: (release: () => void) => Promise<T>): Promise<T> {
+export function withStartSlot<T>(start: (release: () => void) => Promise<T>, abort?: { signal: AbortSignal; error: () => unknown }): Promise<T> {
   if (starting < limit && waiting.length === 0) {
     starting += 1;
     return start(releaser());
   }
-  return new Promise<T>((resolve, reject) => waiting.push(() => start(releaser()).then(resolve, reject)));
+  return new Promise<T>((resolve, reject) => {
+    const take = () => {
+      abort?.signal.removeEventListener("abort", leave);
+      start(releaser()).then(resolve, reject);
+    };
+    const leave = () => {
+      const index = waiting.indexOf(take);
+      if (index >= 0) waiting.splice(index, 1);
+      reject(abort!.error());
+    };
+    waiting.push(take);
+    abort?.signal.addEventListener("abort", leave, { once: true });
+  });
 }

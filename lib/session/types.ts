@@ -120,7 +120,7 @@ export type SessionDiagnostic =
   | { kind: "run-timeout"; timeoutMs: number }
   /** No event came for `idleMs` during a run (with `onStall: "cancel"`, the session cancelled it). */
   | { kind: "stalled"; idleMs: number }
-  /** A cancel was not carried out within `cancelTimeoutMs`: the session closes. */
+  /** A cancel was not carried out within `cancelTimeoutMs`, or a reset or configure not answered within `commandTimeoutMs`: the session closes. */
   | { kind: "unresponsive"; message: string }
   | { kind: "command-rejected"; message: string }
   | { kind: "handler-error"; handler: string; error: unknown }
@@ -148,7 +148,8 @@ export type SessionClose =
   /**
    * Closed by the session itself, which then kills the backend: it closed
    * its stdout but kept running (`stdout-closed`), or did not carry out a
-   * cancel within `cancelTimeoutMs` (`unresponsive`). `message` says which.
+   * cancel within `cancelTimeoutMs` or answer a reset or configure within
+   * `commandTimeoutMs` (`unresponsive`). `message` says which.
    */
   | { reason: "stdout-closed" | "unresponsive"; message: string; code: number | null; signal: string | null };
 
@@ -175,8 +176,21 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   onDiagnostic?: (diagnostic: SessionDiagnostic) => void;
   /** App-side validation of config documents; throwing is a protocol failure. */
   decodeConfig?: (raw: JsonObject) => TConfig;
-  /** Default 30000. */
+  /**
+   * Default 30000. Counts from the backend's start: a cold start's from
+   * its spawn, once it has a start slot (the wait for one is not counted);
+   * a warm start's from the call, the server's import included when its
+   * server is not ready yet; an attached session's from the attach.
+   */
   readyTimeoutMs?: number;
+  /**
+   * Calls the start off: until `ready`, aborting it rejects the start with
+   * `SessionStartError` `aborted` (`cause`: the signal's reason), whether
+   * it waits for a start slot (it leaves the queue) or has started (what
+   * started is killed, as a ready timeout kills it; an attached process
+   * through its `kill`). Once the session is ready, it has no effect.
+   */
+  signal?: AbortSignal;
   /** Passed to the channel as `graceMs`; default 1500. */
   shutdownGraceMs?: number;
   /** After SIGTERM (at the end of the shutdown grace), how long the backend's processes get before SIGKILL; default 500. */
@@ -191,6 +205,13 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
   onStall?: "report" | "cancel";
   /** A cancel the backend does not carry out within this long closes the session (an `unresponsive` diagnostic); default 10000. */
   cancelTimeoutMs?: number;
+  /**
+   * A reset or configure the backend does not answer within this long
+   * closes the session (an `unresponsive` diagnostic; what waits rejects
+   * with `SessionClosedError`); default 10000. A reset sent during a run
+   * is answered once the backend has ended the run.
+   */
+  commandTimeoutMs?: number;
   /**
    * Keep the last protocol lines, commands and stderr lines (bounded), and
    * attach them to `SessionClosedError.flightRecord` and protocol

@@ -23,6 +23,7 @@ import type { BridgeProcessCallbacks } from "../../wiring";
 import { Containment, guardAgainstOrphan } from "../containment";
 import { readControl, reportedSpawnError } from "../control";
 import { ExitTracker } from "../exit";
+import { holdUntilStarted } from "../hold";
 import { withErrnoCode } from "../spawn-error";
 import { UnixStdio } from "../stdio";
 import type { WarmServer } from "./servers";
@@ -319,40 +320,6 @@ export class WarmChild extends EventEmitter {
     this.emit("close", code, signal);
     this.callbacks.onExit?.(code, signal);
   }
-}
-
-/**
- * The callbacks, with every call held back (in order) until `release()`;
- * after it, straight through.
- */
-function holdUntilStarted(callbacks: BridgeProcessCallbacks): { callbacks: BridgeProcessCallbacks; release: () => void } {
-  let held: (() => void)[] | undefined = [];
-  const wrap = <K extends keyof BridgeProcessCallbacks>(name: K): BridgeProcessCallbacks[K] => {
-    const callback = callbacks[name] as ((...args: unknown[]) => void) | undefined;
-    if (callback === undefined) return undefined as BridgeProcessCallbacks[K];
-    return ((...args: unknown[]) => {
-      if (held) held.push(() => callback(...args));
-      else callback(...args);
-    }) as BridgeProcessCallbacks[K];
-  };
-  return {
-    callbacks: {
-      onEvent: wrap("onEvent")!,
-      onDecodeError: wrap("onDecodeError"),
-      onInvalidLine: wrap("onInvalidLine"),
-      onStderr: wrap("onStderr"),
-      onReadError: wrap("onReadError"),
-      onStdoutClosed: wrap("onStdoutClosed"),
-      onExit: wrap("onExit"),
-      onStarted: callbacks.onStarted,
-      onSpawnError: callbacks.onSpawnError,
-    },
-    release: () => {
-      const waiting = held;
-      held = undefined;
-      for (const call of waiting ?? []) call();
-    },
-  };
 }
 
 function warmGone(): WarmStartError {
