@@ -20,9 +20,10 @@ Standard library only; Python 3.9+ (``socket.recv_fds``).
 """
 
 import os
-import sys
-
+import select
 import signal
+import socket
+import sys
 
 _PROTOCOL = 1
 # A fork request is exactly this many bytes (docs/prefork.md): a JSON object
@@ -34,6 +35,7 @@ _REQUEST_FDS = 4
 # The supervisor's control descriptor (crates/bridge-supervisor).
 _CONTROL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
+_MSG_CTRUNC = getattr(socket, "MSG_CTRUNC", 0)
 
 
 class Refusal(Exception):
@@ -45,10 +47,11 @@ class Refusal(Exception):
         self.message = message
 
 
-def _send_line(channel, obj):
+def _line(obj):
+    """One line of the channel: compact JSON, then a newline."""
     import json
 
-    channel.sendall((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8"))
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def _log(message):
@@ -198,10 +201,16 @@ def _report_failed(fd, error):
 
 
 def _place(targets):
-    """dup2s {target fd: source fd} safely, whatever the numbers overlap."""
+    """dup2s {target fd: source fd} safely, whatever the numbers overlap.
+
+    Every source is first copied just above the highest target (the lowest
+    free numbers there), so that no dup2 overwrites a source still to be
+    placed; a fixed floor (64) failed every start under ``ulimit -n`` 64.
+    """
     import fcntl
 
-    moved = {target: fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 64) for target, source in targets.items()}
+    floor = max(targets) + 1
+    moved = {target: fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, floor) for target, source in targets.items()}
     for target, source in moved.items():
         os.dup2(source, target, inheritable=True)
     for source in moved.values():
@@ -216,24 +225,58 @@ def _close_from(first):
     os.closerange(first, last)
 
 
+class _Channel:
+    """One request channel: the host's (the server's stdin), or a host's
+    connection to the shared server's socket. Each keeps its own partial
+    request and the descriptors that came with it."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.pending = b""
+        self.fds = []
+
+    def close(self):
+        for fd in self.fds:
+            _close_quietly(fd)
+        self.fds = []
+        self.sock.close()
+
+
+def _close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 class Server:
-    def __init__(self, channel, app, supervisor, main_module, wake):
-        self.channel = channel
+    def __init__(self, channel, app, supervisor, main_module, wake, app_signals, listener=None, ready_line=b""):
+        self.main = _Channel(channel)
+        self.channels = {channel.fileno(): self.main}
         self.app = app
         self.supervisor = supervisor
         self.main_module = main_module
         self.wake = wake
-        self.children = 0
+        # What the app's import installed and the server replaced: the
+        # SIGCHLD handler and the wake-up fd, given back in every fork.
+        self.app_signals = app_signals
+        # The shared server's socket (`--listen`), and what each connection
+        # is told first: the handshake, as the host was.
+        self.listener = listener
+        self.ready_line = ready_line
+        # The conversations' supervisors (C): what a shutdown waits for. Any
+        # other child (a process the app started at import) is reaped, never
+        # waited for: its end is its supervisor's business (docs/prefork.md §5).
+        self.conversations = set()
 
-    # The server loop: requests until end of file, then the children.
+    # The server loop: requests until end of file on the host's channel,
+    # then the conversations.
     def serve(self):
-        import select
-
         poller = select.poll()
-        poller.register(self.channel.fileno(), select.POLLIN)
+        poller.register(self.main.sock.fileno(), select.POLLIN)
         poller.register(self.wake[0], select.POLLIN)
-        pending = b""
-        fds = []
+        if self.listener is not None:
+            poller.register(self.listener.fileno(), select.POLLIN)
         while True:
             try:
                 events = poller.poll()
@@ -246,25 +289,58 @@ class Server:
                     except BlockingIOError:
                         pass
                     self._reap()
-                    continue
-                try:
-                    data, received, _, _ = _recv_fds(self.channel, _REQUEST_BYTES - len(pending))
-                except InterruptedError:
-                    continue
-                except OSError as exc:
-                    _log(f"request channel failed: {exc}")
-                    data = b""
-                fds.extend(received)
-                if not data:
-                    for leftover in fds:
-                        os.close(leftover)
-                    return self._drain()
-                pending += data
-                if len(pending) < _REQUEST_BYTES:
-                    continue
-                request, pending = pending, b""
-                taken, fds = fds, []
-                self._serve_request(request, taken)
+                elif self.listener is not None and fd == self.listener.fileno():
+                    self._accept(poller)
+                elif fd in self.channels:
+                    channel = self.channels[fd]
+                    if self._read(channel):
+                        continue
+                    if channel is self.main:
+                        return self._drain()
+                    poller.unregister(fd)
+                    del self.channels[fd]
+                    channel.close()
+
+    def _accept(self, poller):
+        try:
+            sock, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            _log(f"cannot accept a connection: {exc}")
+            return
+        try:
+            sock.setblocking(True)
+            sock.sendall(self.ready_line)
+        except OSError:
+            sock.close()
+            return
+        self.channels[sock.fileno()] = _Channel(sock)
+        poller.register(sock.fileno(), select.POLLIN)
+
+    def _read(self, channel):
+        """Reads what is there of the channel's current request; False at its end."""
+        try:
+            data, received, flags, _ = _recv_fds(channel.sock, _REQUEST_BYTES - len(channel.pending))
+        except InterruptedError:
+            return True
+        except OSError as exc:
+            _log(f"request channel failed: {exc}")
+            return False
+        channel.fds.extend(received)
+        if flags & _MSG_CTRUNC:
+            # The kernel could not give the server every descriptor: the
+            # request is refused below, and its conversation's control
+            # socket ends without a report (the host reads this log line).
+            _log(f"out of file descriptors: a request came with {len(received)} of its {_REQUEST_FDS} descriptors")
+        if not data:
+            return False
+        channel.pending += data
+        if len(channel.pending) == _REQUEST_BYTES:
+            request, taken = channel.pending, channel.fds
+            channel.pending, channel.fds = b"", []
+            self._serve_request(request, taken)
+        return True
 
     def _serve_request(self, request, fds):
         import json
@@ -277,21 +353,16 @@ class Server:
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             _log(f"bad request ({exc}); {len(fds)} descriptor(s) closed")
             for fd in fds:
-                os.close(fd)
+                _close_quietly(fd)
             return
         try:
             self._fork(fds, grace_ms)
         finally:
             for fd in fds:
-                os.close(fd)
+                _close_quietly(fd)
 
     def _fork(self, fds, grace_ms):
-        # A backend must not inherit output the server has buffered.
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        _flush_stdio()  # a backend must not inherit output the server has buffered
         try:
             pid = os.fork()
         except OSError as exc:
@@ -302,26 +373,21 @@ class Server:
                 self._conversation(fds, grace_ms)
             finally:
                 os._exit(127)
-        self.children += 1
+        self.conversations.add(pid)
 
     def _conversation(self, fds, grace_ms):
-        """C: forks the backend, then becomes its supervisor."""
+        """C: forks the backend, then becomes its supervisor. Whatever fails
+        before the exec is reported on the control socket, as the supervisor
+        reports a backend it could not start."""
         stdin, stdout, stderr, control = fds
-        # What the server changed in its signal handling is undone (the
-        # backend inherits it); what the app's import installed stays, as a
-        # cold backend has it too.
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        self.channel.close()
-        os.close(self.wake[0])
-        os.close(self.wake[1])
-        if _prctl is not None:
-            # Before the backend exists, so that nothing it starts can be
-            # orphaned past us; kept across the exec.
-            _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         try:
+            self._undo_server_state()
+            if _prctl is not None:
+                # Before the backend exists, so that nothing it starts can be
+                # orphaned past us; kept across the exec.
+                _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             backend = os.fork()
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - reported, whatever it was
             _report_failed(control, exc)
             os._exit(127)
         if backend == 0:
@@ -336,43 +402,86 @@ class Server:
         try:
             null = os.open(os.devnull, os.O_RDWR)
             _place({0: null, 1: null, 2: null, _CONTROL_FD: control})
+        except OSError as exc:
+            _report_failed(control, exc)
+            _kill_group(backend)
+            os._exit(127)
+        try:
             _close_from(_CONTROL_FD + 1)
             os.execv(self.supervisor, [self.supervisor, "--adopt", str(backend), "--term-grace-ms", str(grace_ms)])
         except OSError as exc:
             _report_failed(_CONTROL_FD, exc)
-            try:
-                os.killpg(backend, signal.SIGKILL)
-            except OSError:
-                pass
+            _kill_group(backend)
             os._exit(127)
 
+    def _undo_server_state(self):
+        """In C: what the server changed goes back to what the app's import
+        left (the backend inherits it, as a cold one has it); the server's
+        own descriptors close."""
+        sigchld, wakeup = self.app_signals
+        signal.set_wakeup_fd(wakeup)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL if sigchld is None else sigchld)
+        for channel in self.channels.values():
+            channel.sock.close()
+        if self.listener is not None:
+            self.listener.close()
+        os.close(self.wake[0])
+        os.close(self.wake[1])
+
     def _reap(self):
-        while self.children:
+        """Reaps every child that has ended: the conversations' supervisors,
+        and whatever the app started at import."""
+        while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                self.children = 0
                 return
-            except InterruptedError:
-                continue
             if pid == 0:
                 return
-            self.children -= 1
+            self.conversations.discard(pid)
 
     def _drain(self):
-        """End of file on the channel: no more requests; exit once every conversation has ended."""
-        while True:
+        """End of file on the host's channel: no more requests; exit once
+        every conversation has ended. A process the app started at import
+        is not waited for: the server's supervisor ends it once the server
+        has exited."""
+        if self.listener is not None:
+            _unlink_quietly(self.listener.getsockname())
+            self.listener.close()
+        for channel in self.channels.values():
+            channel.close()
+        while self.conversations:
             try:
-                os.waitpid(-1, 0)
+                pid, _ = os.waitpid(-1, 0)
             except ChildProcessError:
-                return 0
-            except InterruptedError:
-                continue
+                break
+            self.conversations.discard(pid)
+        return 0
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except (OSError, TypeError):
+        pass
+
+
+def _flush_stdio():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def _recv_fds(channel, size):
-    import socket
-
     flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
     data, fds, _, address = socket.recv_fds(channel, size, _REQUEST_FDS, flags)
     for fd in fds:
@@ -421,7 +530,14 @@ def _run_backend(main_module, app, stdin, stdout, stderr, control):
         os.setpgid(0, 0)
     except OSError:
         pass
-    _place({0: stdin, 1: stdout, 2: stderr})
+    try:
+        _place({0: stdin, 1: stdout, 2: stderr})
+    except OSError as exc:
+        try:
+            os.write(stderr, f"prefork-server: cannot give the backend its stdio: {exc}\n".encode())
+        except OSError:
+            pass
+        os._exit(1)
     # Only the server's descriptors go: what the app's import opened stays
     # open, as in a cold backend (its C parent closed the channel).
     for fd in (stdin, stdout, stderr, control):
@@ -484,12 +600,11 @@ def _finalize(code, interrupted):
 
 
 def _main(argv):
-    import socket
-
-    if len(argv) != 4 or argv[1] != str(_PROTOCOL):
-        _log(f"usage: -c <source> {_PROTOCOL} <module:factory> <supervisor> (got {argv[1:]!r})")
+    if len(argv) not in (4, 5) or argv[1] != str(_PROTOCOL):
+        _log(f"usage: -c <source> {_PROTOCOL} <module:factory> <supervisor> [<socket path>] (got {argv[1:]!r})")
         return 2
-    _, _, app, supervisor = argv
+    app, supervisor = argv[2], argv[3]
+    listen = argv[4] if len(argv) == 5 else None
     # The channel leaves fd 0, which a backend gets as its stdin.
     channel = socket.socket(fileno=os.dup(0))
     channel.setblocking(True)
@@ -508,14 +623,31 @@ def _main(argv):
         gc.freeze()
         _check_fork_safety()
     except Refusal as refusal:
-        _send_line(channel, {"type": "refused", "code": refusal.code, "message": refusal.message})
+        # What the import wrote (its traceback) is in the log before the
+        # host reads the refusal (StartError::log_tail).
+        _flush_stdio()
+        channel.sendall(_line({"type": "refused", "code": refusal.code, "message": refusal.message}))
         return 3
     # SIGCHLD wakes the loop, which reaps the conversations' supervisors.
+    # What the app's import installed in their place is given back in
+    # every fork (`Server._undo_server_state`).
     wake = os.pipe()
     for fd in wake:
         os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake[1])
+    app_signals = (signal.getsignal(signal.SIGCHLD), signal.set_wakeup_fd(wake[1]))
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    listener = None
+    if listen is not None:
+        # A shared server (docs/prefork.md §7): other hosts connect here.
+        # The path is in a directory only this user can enter, made by the host.
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(listen)
+            listener.listen(64)
+        except OSError as exc:
+            _log(f"cannot listen on {listen}: {exc}")
+            return 4
+        listener.setblocking(False)
     import platform
 
     try:
@@ -524,17 +656,19 @@ def _main(argv):
         agentlane = version("agentlane")
     except Exception:  # noqa: BLE001 - only informative
         agentlane = None
-    _send_line(
-        channel,
-        {
-            "type": "ready",
-            "protocol": _PROTOCOL,
-            "pid": os.getpid(),
-            "python": platform.python_version(),
-            "agentlane": agentlane,
-        },
-    )
-    return Server(channel, app, supervisor, main_module, wake).serve()
+    ready = {
+        "type": "ready",
+        "protocol": _PROTOCOL,
+        "pid": os.getpid(),
+        "python": platform.python_version(),
+        "agentlane": agentlane,
+    }
+    # The import's output is in the log before the handshake: the host
+    # gives it to every conversation (`PreforkServer::import_output`).
+    _flush_stdio()
+    ready_line = _line(ready)
+    channel.sendall(ready_line)
+    return Server(channel, app, supervisor, main_module, wake, app_signals, listener, ready_line).serve()
 
 
 sys.exit(_main(sys.argv))

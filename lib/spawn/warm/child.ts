@@ -217,9 +217,8 @@ export class WarmChild extends EventEmitter {
       return this.finishUnstarted(null, null);
     }
     const [stdinFd, stdoutFd, stderrFd, controlFd] = stdio.spawnStdio as number[];
-    try {
-      server.native.fork(stdinFd, stdoutFd, stderrFd, controlFd, Math.max(0, Math.round(options.termGraceMs ?? 500)));
-    } catch {
+    const refused = server.native.fork(stdinFd, stdoutFd, stderrFd, controlFd, Math.max(0, Math.round(options.termGraceMs ?? 500)));
+    if (refused) {
       // The server went away between its readiness and this request.
       stdio.abandon();
       exit.dispose();

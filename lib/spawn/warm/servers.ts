@@ -17,7 +17,7 @@ import { DEFAULT_IDLE_MS, warmOptions } from "./options";
 import { planServer, type ServerPlan } from "./plan";
 
 type NativeServer = InstanceType<NativeBinding["PreforkServer"]>;
-type NativeEvent = Parameters<ConstructorParameters<NativeBinding["PreforkServer"]>[7]>[0];
+type NativeEvent = Parameters<ConstructorParameters<NativeBinding["PreforkServer"]>[8]>[0];
 
 /** The refusal codes a server gives (`bridge_prefork::StartError::code`) that are the app's, and stay. */
 const REFUSALS: ReadonlySet<string> = new Set(["threads", "event-loop", "import-failed", "bad-app"]);
@@ -77,6 +77,7 @@ export class WarmServer {
         plan.env,
         plan.supervisor,
         Math.max(0, Math.round(termGraceMs)),
+        null,
         (event) => this.onEvent(event),
       );
     } catch (error) {
@@ -163,7 +164,7 @@ export class WarmServer {
       this.state = "ready";
       this.info = {
         pid: event.pid!,
-        supervisorPid: this.native.supervisorPid,
+        supervisorPid: this.native.supervisorPid ?? 0,
         app: this.plan.app,
         python: event.python ?? "",
         agentlane: event.agentlane ?? null,
