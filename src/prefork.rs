@@ -120,8 +120,8 @@ impl PreforkServer {
     /// invocation (what precedes `-m agentlane_process_bridge`), `app` the
     /// `module:factory`, `cwd` and `env` the server's (every backend's),
     /// `supervisor` the path of `process-bridge-supervisor`. `onEvent` is
-    /// called on this thread.
-    /// `listen`: the path of the socket a shared server listens on (docs/prefork.md §7).
+    /// called on this thread. `listen`: the path of the socket a shared
+    /// server listens on (docs/prefork.md §7), or `null`.
     #[napi(
         constructor,
         catch_unwind,

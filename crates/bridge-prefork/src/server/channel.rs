@@ -85,7 +85,9 @@ fn flags() -> MsgFlags {
 
 fn refusal(error: std::io::Error) -> ForkError {
     match error.raw_os_error() {
-        Some(code) if code == Errno::EAGAIN as i32 => ForkError::Busy,
+        // ETOOMANYREFS: more descriptors in flight than the host's limit
+        // allows, i.e. requests the server has not read (Linux).
+        Some(code) if code == Errno::EAGAIN as i32 || code == Errno::ETOOMANYREFS as i32 => ForkError::Busy,
         Some(code) if code == Errno::EPIPE as i32 || code == Errno::ECONNRESET as i32 => {
             ForkError::Unavailable(format!("it closed its channel ({error})"))
         }
