@@ -97,8 +97,9 @@ describe.runIf(process.platform === "linux")("an app that starts a process at im
   it("closeWarmServers({ kill: true }) still reaches a server closed before, and its conversation", async () => {
     const spec = ownServer("warm_popen_app:create_backend", "import-child-kill");
     const server = await prewarm(spec);
-    let closed: unknown;
-    const session = await createAgentSession({ backend: spec, onClose: (close) => (closed = close), onDiagnostic: () => {} });
+    let closed!: (close: unknown) => void;
+    const sessionClosed = new Promise((resolve) => (closed = resolve));
+    const session = await createAgentSession({ backend: spec, onClose: (close) => closed(close), onDiagnostic: () => {} });
     // Closed, it waits for its running conversation...
     const closing = closeWarmServers();
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -108,8 +109,7 @@ describe.runIf(process.platform === "linux")("an app that starts a process at im
     await closing;
     expect(alive(server.pid)).toBe(false);
     expect(alive(session.process!.pid!)).toBe(false);
-    await session.closed;
-    expect(closed).toMatchObject({ reason: "exit" });
+    expect(await sessionClosed).toMatchObject({ reason: "exit" });
     expect(await noneLeftOf("import-child-kill")).toEqual([]);
   });
 });
@@ -246,7 +246,9 @@ describe.runIf(process.platform === "linux")("starts caught by closeWarmServers(
     const spec = (warm: WarmOption) => ownServer("scenario_app:create_backend", "closed-forked", warm);
     await prewarm(spec({ fallback: "error" }));
     const readyDiagnostics: SessionDiagnostic[] = [];
-    const ready = await createAgentSession({ backend: spec({ fallback: "error" }), onDiagnostic: (d) => readyDiagnostics.push(d) });
+    let readyClosed!: () => void;
+    const readyClosing = new Promise<void>((resolve) => (readyClosed = resolve));
+    await createAgentSession({ backend: spec({ fallback: "error" }), onDiagnostic: (d) => readyDiagnostics.push(d), onClose: () => readyClosed() });
     const cold: SessionDiagnostic[][] = [];
     const falling = Array.from({ length: 3 }, () => {
       const diagnostics: SessionDiagnostic[] = [];
@@ -265,7 +267,7 @@ describe.runIf(process.platform === "linux")("starts caught by closeWarmServers(
       expect(error).toBeInstanceOf(SessionStartError);
       expect(error).toMatchObject({ code: "warm-unavailable", cause: { reason: "server-closed" } });
     }
-    await ready.closed;
+    await readyClosing;
     expect(readyDiagnostics.filter((d) => d.kind === "warm")).toEqual([
       expect.objectContaining({ event: "server-exited", message: expect.stringContaining("was killed by closeWarmServers({ kill: true })") }),
     ]);
