@@ -145,12 +145,13 @@ export class ForkAttempt implements PendingFork {
     let failure: WarmStartError | undefined;
     let reported = false;
     this.stopWatchingServer = server.onGone((end) => {
+      // Closed without `kill`, a server exits only once its conversations
+      // have (a connection to a shared one closes at once): this one goes
+      // on, and its control socket says how it ends.
+      if (!end.requested && server.closed !== undefined) return;
       // Before its `ready`, the backend is a start the server's end undid:
       // it falls back or fails as one. After, its conversation ends with it.
       if (!this.gate.sawEvent) return this.giveUp(server.closedError());
-      // Closed without `kill`, a server exits only once its conversations
-      // have: this one's end is on its way (its control socket says it).
-      if (!end.requested && server.closed !== undefined) return;
       const why = end.requested ? "was killed by closeWarmServers({ kill: true })" : "exited";
       this.onServerEnded?.(`The prefork server of this conversation (${server.plan.app}) ${why} while it ran: its backend ends with it.`);
     });

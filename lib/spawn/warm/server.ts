@@ -84,6 +84,8 @@ export class WarmServer {
     open: (onEvent: (event: NativeEvent) => void) => NativeServer,
     /** What this server's `kill` ends: the whole tree, or (shared by another host) this host's conversations. */
     private readonly owned: boolean,
+    /** It listens for other hosts (`shareWarmServer`): their conversations are not counted here. */
+    private readonly sharing = false,
   ) {
     this.native = open((event) => this.onEvent(event));
     this.releaseGuard = owned ? guardAgainstOrphan({ killNow: () => this.native.kill() }) : () => {};
@@ -95,7 +97,7 @@ export class WarmServer {
     const grace = Math.max(0, Math.round(termGraceMs));
     const open = (onEvent: (event: NativeEvent) => void) =>
       new native.PreforkServer(plan.command, plan.prefix, plan.app, plan.cwd, plan.env, plan.supervisor, grace, listen, onEvent);
-    return new WarmServer(plan, idleMs, termGraceMs, forget, open, true);
+    return new WarmServer(plan, idleMs, termGraceMs, forget, open, true, listen !== null);
   }
 
   /** Connects to the shared server listening on `path`. Throws when nothing listens there. */
@@ -222,9 +224,13 @@ export class WarmServer {
     this.idleTimer.unref();
   }
 
-  /** Closed, with none of this host's conversations left: it exits now, or is killed. */
+  /**
+   * Closed, with none of this host's conversations left: it exits now, or
+   * is killed. (Not a shared one: other hosts' conversations may run on it,
+   * which this host does not count; it ends with this host at the latest.)
+   */
   private boundExit(): void {
-    if (this.closed === undefined || this.conversations.size > 0 || this.hasExited || this.exitTimer !== undefined || !this.owned) return;
+    if (this.closed === undefined || this.conversations.size > 0 || this.hasExited || this.exitTimer !== undefined || !this.owned || this.sharing) return;
     this.exitTimer = setTimeout(() => this.native.kill(), this.termGraceMs + EXIT_BOUND_MS);
     this.exitTimer.unref();
   }
@@ -280,7 +286,8 @@ export class WarmServer {
   private gone(): void {
     if (this.ended !== undefined) return;
     this.ended = { requested: this.closed === "kill" };
-    this.requests.stop();
+    // What was not sent never will be; what was is told by its control socket.
+    this.requests.giveUpAll(this.closedError(), false);
     clearTimeout(this.idleTimer);
     // A refusing server exits: its refusal stays known.
     if (this.state !== "failed") this.forget(this);
