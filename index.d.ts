@@ -48,22 +48,34 @@ export declare class PreforkServer {
    * invocation (what precedes `-m agentlane_process_bridge`), `app` the
    * `module:factory`, `cwd` and `env` the server's (every backend's),
    * `supervisor` the path of `process-bridge-supervisor`. `onEvent` is
-   * called on this thread.
+   * called on this thread. `listen`: the path of the socket a shared
+   * server listens on (docs/prefork.md §7), or `null`.
    */
-  constructor(program: string, args: string[], app: string, cwd: string | null, env: Record<string, string> | null, supervisor: string, termGraceMs: number, onEvent: (event: PreforkEvent) => void)
+  constructor(program: string, args: string[], app: string, cwd: string | null, env: Record<string, string> | null, supervisor: string, termGraceMs: number, listen: string | null, onEvent: (event: PreforkEvent) => void)
+  /**
+   * Connects to a shared server listening on `path` (another host's, or
+   * this one's): fails at once when nothing listens there.
+   */
+  static connect(path: string, onEvent: (event: PreforkEvent) => void): PreforkServer
   /**
    * Forks a conversation whose backend gets these descriptors as its
    * stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
    * child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
-   * closes them after this returns, as after a spawn).
+   * closes them after this returns, as after a spawn). Never waits for
+   * the server: `null` once the request is sent, else why it was not
+   * (`busy`: the server is not reading its requests).
    */
-  fork(stdinFd: number, stdoutFd: number, stderrFd: number, controlFd: number, termGraceMs: number): void
+  fork(stdinFd: number, stdoutFd: number, stderrFd: number, controlFd: number, termGraceMs: number): ForkRefusal | null
+  /** What the app's import wrote (the server's log before its handshake). */
+  importOutput(): Array<string>
+  /** The server's log's last lines. */
+  logTail(): Array<string>
   /** Accepts no more forks; the server exits once its conversations ended. */
   shutdown(): void
   /** Ends the server and all its conversations now; `false` if it was gone. */
   kill(): boolean
-  /** The pid of the server's supervisor. */
-  get supervisorPid(): number
+  /** The pid of the server's supervisor; `null` for a connection to a shared server. */
+  get supervisorPid(): number | null
 }
 
 /** Reads one output stream of a backend off the JavaScript thread. */
@@ -178,6 +190,13 @@ export interface CommandProblem {
   commandType?: string
   /** The top-level field at fault, when one is. */
   field?: string
+}
+
+/** Why a fork request was not sent (`bridge_prefork::ForkError`). */
+export interface ForkRefusal {
+  /** `not-ready`, `unavailable`, `busy` or `io`. */
+  code: string
+  message: string
 }
 
 /** §3.3: whether an event's `protocol_version` is accepted. */

@@ -51,7 +51,11 @@ describe("README examples", () => {
     expect(blocks.length).toBeGreaterThanOrEqual(6);
     const unmarked = blocks.filter((block) => block[1] === undefined).map((block) => readme.slice(block.index, block.index + 80));
     expect(unmarked).toEqual([]);
-    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "stores", "stores-postgres", "stream", "testing", "warm"]);
+    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "shared-warm", "stores", "stores-postgres", "stream", "testing", "warm"]);
+  });
+
+  it("the shared warm server's example is __test__/fixtures/shared-warm/global-setup.mjs, which warm-servers.test.ts runs", () => {
+    expect(snippet("shared-warm").code).toBe(readFileSync(join(repoRoot, "__test__", "fixtures", "shared-warm", "global-setup.mjs"), "utf8"));
   });
 
   it("the testing kit's example is examples/testing/app.test.ts, which the suite runs", () => {

@@ -179,7 +179,7 @@ describe.runIf(process.platform === "linux")("warm starts", () => {
     expect(alive(first.pid), "the server went while a conversation ran").toBe(true);
     await session.close();
     expect(await goneWithin(first.pid, 5000)).toBe(true);
-    expect(await goneWithin(first.supervisorPid, 5000)).toBe(true);
+    expect(await goneWithin(first.supervisorPid!, 5000)).toBe(true);
     const second = await prewarm(spec);
     expect(second.pid).not.toBe(first.pid);
     await closeWarmServers();

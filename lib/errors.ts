@@ -205,7 +205,18 @@ export type WarmUnavailableReason =
   /** The `--app` reference is malformed, or names nothing callable. */
   | "bad-app"
   /** The prefork server could not be started, or ended before or instead of forking. */
-  | "server-failed";
+  | "server-failed"
+  /** The prefork server did not become ready in time (`prewarm`'s `timeoutMs`): its import hangs, or is slower than that. */
+  | "timeout"
+  /**
+   * The prefork server stopped taking requests (stopped, hung): it forked
+   * nothing for 3 s (or half the ready timeout, if less) while this start waited.
+   */
+  | "server-unresponsive"
+  /** The prefork server could not fork this backend (out of processes or descriptors, …; the message says which). */
+  | "fork-failed"
+  /** `closeWarmServers()` closed the prefork server before this backend was forked, or (`kill: true`) before it was ready. */
+  | "server-closed";
 
 /**
  * A warm start is not possible: the prefork server refused the app (its

@@ -56,7 +56,7 @@ export {
   type PythonBackendSpec,
 } from "./process";
 export { startBridgeProcess, type BridgeChild } from "./spawn/start";
-export { closeWarmServers, prewarm, type WarmChild, type WarmHooks, type WarmServerInfo } from "./spawn/warm/index";
+export { closeWarmServers, prewarm, shareWarmServer, type SharedWarmServer, type WarmChild, type WarmHooks, type WarmServerInfo } from "./spawn/warm/index";
 export type { StartMode } from "./spawn/containment";
 export type { WarmOption, WarmOptions } from "./spawn/warm/options";
 export {

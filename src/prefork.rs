@@ -1,7 +1,7 @@
 //! The binding of `bridge-prefork` (the prefork server's host side): a
 //! server started from JavaScript, its events delivered on the JavaScript
 //! thread, and fork requests with the descriptors the native readers made.
-//! The policy (servers by key, idle time, fallback) is `lib/spawn/warm.ts`.
+//! The policy (servers by key, idle time, fallback) is `lib/spawn/warm/`.
 
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
@@ -73,9 +73,28 @@ impl PreforkEvent {
     }
 }
 
+/// Why a fork request was not sent (`bridge_prefork::ForkError`).
+#[napi(object)]
+pub struct ForkRefusal {
+    /// `not-ready`, `unavailable`, `busy` or `io`.
+    pub code: String,
+    pub message: String,
+}
+
 /// Weak: a server never keeps the event loop alive by itself (its start
-/// is kept alive by `lib/spawn/warm.ts` while someone waits for it).
+/// is kept alive by `lib/spawn/warm/` while someone waits for it).
 type EventCallback = ThreadsafeFunction<PreforkEvent, (), FnArgs<(PreforkEvent,)>, Status, false, true>;
+
+/// The observer that delivers a server's events on the JavaScript thread.
+fn observer(on_event: Function<FnArgs<(PreforkEvent,)>, ()>) -> Result<bridge_prefork::Observer> {
+    let callback: EventCallback = on_event
+        .build_threadsafe_function::<PreforkEvent>()
+        .weak::<true>()
+        .build_callback(|context| Ok(FnArgs::from((context.value,))))?;
+    Ok(Box::new(move |event| {
+        callback.call(PreforkEvent::of(event), ThreadsafeFunctionCallMode::NonBlocking);
+    }))
+}
 
 /// Kills the server when the JavaScript environment that started it ends
 /// (a terminated worker): its conversations go with it.
@@ -101,11 +120,12 @@ impl PreforkServer {
     /// invocation (what precedes `-m agentlane_process_bridge`), `app` the
     /// `module:factory`, `cwd` and `env` the server's (every backend's),
     /// `supervisor` the path of `process-bridge-supervisor`. `onEvent` is
-    /// called on this thread.
+    /// called on this thread. `listen`: the path of the socket a shared
+    /// server listens on (docs/prefork.md §7), or `null`.
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "program: string, args: string[], app: string, cwd: string | null, env: Record<string, string> | null, supervisor: string, termGraceMs: number, onEvent: (event: PreforkEvent) => void"
+        ts_args_type = "program: string, args: string[], app: string, cwd: string | null, env: Record<string, string> | null, supervisor: string, termGraceMs: number, listen: string | null, onEvent: (event: PreforkEvent) => void"
     )]
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -117,12 +137,9 @@ impl PreforkServer {
         vars: Option<HashMap<String, String>>,
         supervisor: String,
         term_grace_ms: u32,
+        listen: Option<String>,
         on_event: Function<FnArgs<(PreforkEvent,)>, ()>,
     ) -> Result<Self> {
-        let callback: EventCallback = on_event
-            .build_threadsafe_function::<PreforkEvent>()
-            .weak::<true>()
-            .build_callback(|context| Ok(FnArgs::from((context.value,))))?;
         let spec = ServerSpec {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
@@ -130,14 +147,23 @@ impl PreforkServer {
             cwd: cwd.map(Into::into),
             env: vars.map(|vars| vars.into_iter().map(|(k, v)| (k.into(), v.into())).collect()),
             supervisor: supervisor.into(),
+            listen: listen.map(Into::into),
         };
-        let observer: bridge_prefork::Observer = Box::new(move |event| {
-            callback.call(PreforkEvent::of(event), ThreadsafeFunctionCallMode::NonBlocking);
-        });
-        let server = bridge_prefork::PreforkServer::start(&spec, Duration::from_millis(u64::from(term_grace_ms)), Some(observer))?;
+        let grace = Duration::from_millis(u64::from(term_grace_ms));
+        PreforkServer::owned(&env, bridge_prefork::PreforkServer::start(&spec, grace, Some(observer(on_event)?))?)
+    }
+
+    /// Connects to a shared server listening on `path` (another host's, or
+    /// this one's): fails at once when nothing listens there.
+    #[napi(factory, catch_unwind, ts_args_type = "path: string, onEvent: (event: PreforkEvent) => void")]
+    pub fn connect(env: Env, path: String, on_event: Function<FnArgs<(PreforkEvent,)>, ()>) -> Result<Self> {
+        PreforkServer::owned(&env, bridge_prefork::PreforkServer::connect(path.as_ref(), Some(observer(on_event)?))?)
+    }
+
+    fn owned(env: &Env, server: bridge_prefork::PreforkServer) -> Result<Self> {
         let owned = Arc::new(Owned(server));
         let stoppable: Arc<dyn crate::teardown::Stop> = owned.clone();
-        crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
+        crate::teardown::stop_on_env_teardown(env, &stoppable)?;
         Ok(PreforkServer {
             owned,
             _teardown: stoppable,
@@ -147,9 +173,11 @@ impl PreforkServer {
     /// Forks a conversation whose backend gets these descriptors as its
     /// stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
     /// child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
-    /// closes them after this returns, as after a spawn).
+    /// closes them after this returns, as after a spawn). Never waits for
+    /// the server: `null` once the request is sent, else why it was not
+    /// (`busy`: the server is not reading its requests).
     #[napi(catch_unwind)]
-    pub fn fork(&self, stdin_fd: i32, stdout_fd: i32, stderr_fd: i32, control_fd: i32, term_grace_ms: u32) -> Result<()> {
+    pub fn fork(&self, stdin_fd: i32, stdout_fd: i32, stderr_fd: i32, control_fd: i32, term_grace_ms: u32) -> Result<Option<ForkRefusal>> {
         if [stdin_fd, stdout_fd, stderr_fd, control_fd].iter().any(|&fd| fd < 0) {
             return Err(Error::from_reason("fork needs four open file descriptors"));
         }
@@ -166,10 +194,22 @@ impl PreforkServer {
             control: fds[3],
             term_grace: Duration::from_millis(u64::from(term_grace_ms)),
         };
-        self.owned
-            .0
-            .fork(&request)
-            .map_err(|error| Error::from_reason(error.to_string()))
+        Ok(self.owned.0.fork(&request).err().map(|error| ForkRefusal {
+            code: error.code().to_owned(),
+            message: error.to_string(),
+        }))
+    }
+
+    /// What the app's import wrote (the server's log before its handshake).
+    #[napi(catch_unwind)]
+    pub fn import_output(&self) -> Vec<String> {
+        self.owned.0.import_output()
+    }
+
+    /// The server's log's last lines.
+    #[napi(catch_unwind)]
+    pub fn log_tail(&self) -> Vec<String> {
+        self.owned.0.log_tail()
     }
 
     /// Accepts no more forks; the server exits once its conversations ended.
@@ -184,9 +224,9 @@ impl PreforkServer {
         self.owned.0.kill()
     }
 
-    /// The pid of the server's supervisor.
+    /// The pid of the server's supervisor; `null` for a connection to a shared server.
     #[napi(getter)]
-    pub fn supervisor_pid(&self) -> u32 {
+    pub fn supervisor_pid(&self) -> Option<u32> {
         self.owned.0.supervisor_pid()
     }
 }

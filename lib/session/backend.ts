@@ -32,18 +32,25 @@ export function spawnedBackend(spec: BridgeProcessOptions): OpenBackend {
 /**
  * A backend started from resolved spawn options: cold, or warm when the
  * spec says so (the one choice of start mode; `hooks` say what a warm
- * start reports besides the callbacks). Throws `InvalidOptionError` for an
+ * start reports besides the callbacks; `warm`: the start slot a fallback's
+ * cold start takes, and the ready timeout). Throws `InvalidOptionError` for an
  * unusable `warm` option, before anything starts.
  */
-export function startedBackend(spec: BridgeProcessOptions, diagnostic: (diagnostic: SessionDiagnostic) => void): OpenBackend {
+export function startedBackend(
+  spec: BridgeProcessOptions,
+  diagnostic: (diagnostic: SessionDiagnostic) => void,
+  warm: Pick<WarmHooks, "coldSlot" | "readyTimeoutMs"> = {},
+): OpenBackend {
   if ((spec.supervise ?? "auto") === "auto") {
     const missing = missingSupervisor();
     if (missing !== null) diagnostic({ kind: "supervisor-missing", ...missing });
   }
   if (warmOptions(spec.warm) === undefined) return spawnedBackend(spec);
   const hooks: WarmHooks = {
+    ...warm,
     onFallback: (error) => diagnostic({ kind: "warm", event: "fallback", reason: error.reason, message: `${error.message} Starting it cold.` }),
     onServerEnded: (message) => diagnostic({ kind: "warm", event: "server-exited", reason: null, message }),
+    onNewServer: (message) => diagnostic({ kind: "warm", event: "new-server", reason: null, message }),
   };
   return (callbacks) => startBridgeProcess(spec, callbacks, hooks);
 }

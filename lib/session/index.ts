@@ -15,7 +15,7 @@ import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach"
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
 import { likelyCause } from "./diagnose";
 import { SessionController } from "./controller";
-import { withStartSlot } from "./start-slots";
+import { laterStartSlot, withStartSlot } from "./start-slots";
 import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./types";
 
 /**
@@ -28,12 +28,14 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   let controller: SessionController<TConfig, TConfigPatch>;
   let spec;
   let open;
+  // A warm start that falls back cold takes a slot then, like every cold start.
+  const fallbackSlot = laterStartSlot();
   try {
     checkSessionOptions(options);
     controller = new SessionController<TConfig, TConfigPatch>(options);
     spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
     const notify = controller.notify;
-    open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic));
+    open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
   } catch (error) {
     // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.
     const code = error instanceof RuntimePermissionError ? "spawn-failed" : "invalid-spec";
@@ -42,9 +44,14 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   const { command } = spec;
   const signal = options.signal;
   if (signal?.aborted) return Promise.reject(aborted(signal, "before it began"));
-  // A warm start forks in milliseconds and takes no slot; a cold one holds
-  // one of the host's start slots (start-slots.ts) until it is ready or has failed.
-  if (warmOptions(spec.warm) !== undefined) return controller.start(command, open);
+  // A warm start forks in milliseconds and takes no slot (unless it falls
+  // back cold); a cold one holds one of the host's start slots
+  // (start-slots.ts) until it is ready or has failed.
+  if (warmOptions(spec.warm) !== undefined) {
+    const started = controller.start(command, open);
+    started.then(fallbackSlot.release, fallbackSlot.release);
+    return started;
+  }
   const cold = open;
   const start = (release: () => void) => {
     const started = controller.start(command, cold);

@@ -82,3 +82,39 @@ export function withStartSlot<T>(start: (release: () => void) => Promise<T>, abo
     abort?.signal.addEventListener("abort", leave, { once: true });
   });
 }
+
+/**
+ * A slot for a start that turns cold only later (a warm start's fallback,
+ * `spawn/warm/child.ts`): `take(start)` waits for a slot and runs `start`
+ * with it; `release()` gives it back (when the start has settled), or
+ * stops the wait. `take` returns `release`.
+ */
+export function laterStartSlot(): { take(start: () => void): () => void; release(): void } {
+  let queued: (() => void) | undefined;
+  let giveBack: (() => void) | undefined;
+  let released = false;
+  const release = () => {
+    released = true;
+    if (queued !== undefined) waiting.splice(waiting.indexOf(queued), 1);
+    queued = undefined;
+    giveBack?.();
+    giveBack = undefined;
+  };
+  const take = (start: () => void) => {
+    if (released || queued !== undefined || giveBack !== undefined) return release;
+    const run = () => {
+      queued = undefined;
+      giveBack = releaser();
+      start();
+    };
+    if (starting < limit && waiting.length === 0) {
+      starting += 1;
+      run();
+    } else {
+      queued = run;
+      waiting.push(run);
+    }
+    return release;
+  };
+  return { take, release };
+}

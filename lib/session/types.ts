@@ -126,10 +126,13 @@ export type SessionDiagnostic =
   | { kind: "handler-error"; handler: string; error: unknown }
   /**
    * A warm start (docs/prefork.md): it was not possible and the backend
-   * started cold (`fallback`, `reason` says why), or the prefork server
-   * ended while the conversation ran, which ends it too (`server-exited`).
+   * started cold (`fallback`, `reason` says why), the prefork server ended
+   * while the conversation ran, which ends it too (`server-exited`), or
+   * this start made a new prefork server while one for the same app runs
+   * under another key (`new-server`: the message says what differs, e.g.
+   * which environment variables).
    */
-  | { kind: "warm"; event: "fallback" | "server-exited"; reason: WarmUnavailableReason | null; message: string }
+  | { kind: "warm"; event: "fallback" | "server-exited" | "new-server"; reason: WarmUnavailableReason | null; message: string }
   /**
    * Once per session, at its start: with `supervise: "auto"`, this
    * platform's package should ship the native supervisor and does not

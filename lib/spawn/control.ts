@@ -59,6 +59,8 @@ export interface ControlStream {
   on(event: "error", listener: (error: Error) => void): unknown;
   once(event: "end" | "close", listener: () => void): unknown;
   ref(): unknown;
+  /** Closes the host's end (the supervisor then ends the backend). */
+  destroy(): unknown;
 }
 
 /**

@@ -16,13 +16,23 @@ process group of its own under a supervisor of its own, whose fd 3 is the
 conversation's control socket. The server keeps none of a conversation's
 descriptors after the fork, and only reaps its C children.
 
-Standard library only; Python 3.9+ (``socket.recv_fds``).
+Standard library only; Python 3.9+ (``socket.recv_fds``). Typed: ``mypy
+--strict --python-version 3.9`` passes (run by hand; the suites run the
+server through the real backend). Annotations are not evaluated at run time.
 """
 
-import os
-import sys
+from __future__ import annotations
 
+import os
+import select
 import signal
+import socket
+import sys
+from types import FrameType, ModuleType
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+# A signal's disposition as `signal.getsignal` gives it.
+_Handler = Union[Callable[[int, Optional[FrameType]], Any], int, signal.Handlers, None]
 
 _PROTOCOL = 1
 # A fork request is exactly this many bytes (docs/prefork.md): a JSON object
@@ -34,24 +44,26 @@ _REQUEST_FDS = 4
 # The supervisor's control descriptor (crates/bridge-supervisor).
 _CONTROL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
+_MSG_CTRUNC = getattr(socket, "MSG_CTRUNC", 0)
 
 
 class Refusal(Exception):
     """The server cannot serve this app: a stable code and a message."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
 
-def _send_line(channel, obj):
+def _line(obj: Dict[str, Any]) -> bytes:
+    """One line of the channel: compact JSON, then a newline."""
     import json
 
-    channel.sendall((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8"))
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def _log(message):
+def _log(message: str) -> None:
     try:
         sys.stderr.write(f"prefork-server: {message}\n")
         sys.stderr.flush()
@@ -62,7 +74,7 @@ def _log(message):
 # ---- start: what `python -m agentlane_process_bridge --app X` would see ----
 
 
-def _as_if_run_with_m(app):
+def _as_if_run_with_m(app: str) -> ModuleType:
     """Gives the app the interpreter state ``-m agentlane_process_bridge`` gives.
 
     ``-c`` puts ``''`` first on ``sys.path`` where ``-m`` puts the absolute
@@ -72,39 +84,41 @@ def _as_if_run_with_m(app):
     """
     if sys.path and sys.path[0] == "":
         sys.path[0] = os.getcwd()
+    import importlib
     import importlib.util
     import types
 
     try:
-        import agentlane_process_bridge  # noqa: F401
+        importlib.import_module("agentlane_process_bridge")
     except BaseException as exc:  # noqa: BLE001 - the app's environment is reported, whatever it raised
         raise Refusal("import-failed", f"cannot import agentlane_process_bridge: {exc!r}") from exc
     spec = importlib.util.find_spec("agentlane_process_bridge.__main__")
     if spec is None or spec.loader is None:
         raise Refusal("import-failed", "agentlane_process_bridge has no __main__ module")
+    loader: Any = spec.loader
+    origin = str(spec.origin)
     module = types.ModuleType("__main__")
     module.__spec__ = spec
-    module.__file__ = spec.origin
-    module.__loader__ = spec.loader
+    module.__file__ = origin
+    module.__loader__ = loader
     module.__package__ = "agentlane_process_bridge"
-    module.__builtins__ = __builtins__
+    module.__dict__["__builtins__"] = __builtins__
     # Any name but "__main__" while its code runs: its last line would run
     # the bridge here (`if __name__ == "__main__": raise SystemExit(main())`).
     module.__name__ = "__prefork_main__"
-    exec(spec.loader.get_code(spec.name), module.__dict__)  # noqa: S102 - the bridge's own code
+    exec(loader.get_code(spec.name), module.__dict__)  # noqa: S102 - the bridge's own code
     module.__name__ = "__main__"
     sys.modules["__main__"] = module
-    sys.argv = [spec.origin, "--app", app]
-    # What was before `-c` (interpreter options) stays.
-    try:
-        at = sys.orig_argv.index("-c")
-        sys.orig_argv[at:] = ["-m", "agentlane_process_bridge", "--app", app]
-    except (AttributeError, ValueError):
-        pass
+    sys.argv = [origin, "--app", app]
+    # What was before `-c` (interpreter options) stays (3.10+).
+    orig_argv: Optional[List[str]] = getattr(sys, "orig_argv", None)
+    if orig_argv is not None and "-c" in orig_argv:
+        at = orig_argv.index("-c")
+        orig_argv[at:] = ["-m", "agentlane_process_bridge", "--app", app]
     return module
 
 
-def _load_app(main_module, app):
+def _load_app(main_module: ModuleType, app: str) -> None:
     """Imports the app's module once; the factory itself runs per conversation."""
     try:
         module_name, attribute = main_module.parse_app_reference(app)
@@ -126,7 +140,7 @@ def _load_app(main_module, app):
         raise Refusal("bad-app", f"agentlane_process_bridge: Backend reference is not callable: {app}")
 
 
-def _prepare_forks(app):
+def _prepare_forks(app: str) -> None:
     """What every fork would otherwise do first, done once here.
 
     Library code only (the app's factory never runs here): the modules a
@@ -152,17 +166,17 @@ def _prepare_forks(app):
     parser.add_argument("--app", required=True)
     parser.parse_args(["--app", app])
 
-    async def nothing():
+    async def nothing() -> None:
         await asyncio.sleep(0)
 
     asyncio.run(nothing())
 
 
 # `prctl` from libc, on Linux (`_prepare_forks`).
-_prctl = None
+_prctl: Optional[Callable[..., int]] = None
 
 
-def _check_fork_safety():
+def _check_fork_safety() -> None:
     """One thread and no running event loop, or a refusal saying which."""
     import threading
 
@@ -185,30 +199,36 @@ def _check_fork_safety():
 # ---- one conversation -------------------------------------------------------
 
 
-def _report_failed(fd, error):
+def _report_failed(fd: int, error: BaseException) -> None:
     """The supervisor's own `failed <ERRNO> <number> <message>` line."""
     import errno
 
-    number = error.errno or errno.EIO
+    number = getattr(error, "errno", None) or errno.EIO
     name = errno.errorcode.get(number, "EIO")
     try:
-        os.write(fd, f"failed {name} {number} {error.strerror or error}\n".encode())
+        os.write(fd, f"failed {name} {number} {getattr(error, 'strerror', None) or error}\n".encode())
     except OSError:
         pass
 
 
-def _place(targets):
-    """dup2s {target fd: source fd} safely, whatever the numbers overlap."""
+def _place(targets: Dict[int, int]) -> None:
+    """dup2s {target fd: source fd} safely, whatever the numbers overlap.
+
+    Every source is first copied just above the highest target (the lowest
+    free numbers there), so that no dup2 overwrites a source still to be
+    placed; a fixed floor (64) failed every start under ``ulimit -n`` 64.
+    """
     import fcntl
 
-    moved = {target: fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 64) for target, source in targets.items()}
+    floor = max(targets) + 1
+    moved = {target: fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, floor) for target, source in targets.items()}
     for target, source in moved.items():
         os.dup2(source, target, inheritable=True)
     for source in moved.values():
         os.close(source)
 
 
-def _close_from(first):
+def _close_from(first: int) -> None:
     try:
         last = os.sysconf("SC_OPEN_MAX")
     except (OSError, ValueError):
@@ -216,24 +236,68 @@ def _close_from(first):
     os.closerange(first, last)
 
 
+class _Channel:
+    """One request channel: the host's (the server's stdin), or a host's
+    connection to the shared server's socket. Each keeps its own partial
+    request and the descriptors that came with it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = b""
+        self.fds: List[int] = []
+
+    def close(self) -> None:
+        for fd in self.fds:
+            _close_quietly(fd)
+        self.fds = []
+        self.sock.close()
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 class Server:
-    def __init__(self, channel, app, supervisor, main_module, wake):
-        self.channel = channel
+    def __init__(
+        self,
+        channel: socket.socket,
+        app: str,
+        supervisor: str,
+        main_module: ModuleType,
+        wake: Tuple[int, int],
+        app_signals: Tuple[_Handler, int],
+        listener: Optional[socket.socket] = None,
+        ready_line: bytes = b"",
+    ) -> None:
+        self.main = _Channel(channel)
+        self.channels = {channel.fileno(): self.main}
         self.app = app
         self.supervisor = supervisor
         self.main_module = main_module
         self.wake = wake
-        self.children = 0
+        # What the app's import installed and the server replaced: the
+        # SIGCHLD handler and the wake-up fd, given back in every fork.
+        self.app_signals = app_signals
+        # The shared server's socket (`--listen`), and what each connection
+        # is told first: the handshake, as the host was.
+        self.listener = listener
+        self.ready_line = ready_line
+        # The conversations' supervisors (C): what a shutdown waits for. Any
+        # other child (a process the app started at import) is reaped, never
+        # waited for: its end is its supervisor's business (docs/prefork.md §5).
+        self.conversations: Set[int] = set()
 
-    # The server loop: requests until end of file, then the children.
-    def serve(self):
-        import select
-
+    # The server loop: requests until end of file on the host's channel,
+    # then the conversations.
+    def serve(self) -> int:
         poller = select.poll()
-        poller.register(self.channel.fileno(), select.POLLIN)
+        poller.register(self.main.sock.fileno(), select.POLLIN)
         poller.register(self.wake[0], select.POLLIN)
-        pending = b""
-        fds = []
+        if self.listener is not None:
+            poller.register(self.listener.fileno(), select.POLLIN)
         while True:
             try:
                 events = poller.poll()
@@ -246,27 +310,62 @@ class Server:
                     except BlockingIOError:
                         pass
                     self._reap()
-                    continue
-                try:
-                    data, received, _, _ = _recv_fds(self.channel, _REQUEST_BYTES - len(pending))
-                except InterruptedError:
-                    continue
-                except OSError as exc:
-                    _log(f"request channel failed: {exc}")
-                    data = b""
-                fds.extend(received)
-                if not data:
-                    for leftover in fds:
-                        os.close(leftover)
-                    return self._drain()
-                pending += data
-                if len(pending) < _REQUEST_BYTES:
-                    continue
-                request, pending = pending, b""
-                taken, fds = fds, []
-                self._serve_request(request, taken)
+                elif self.listener is not None and fd == self.listener.fileno():
+                    self._accept(poller)
+                elif fd in self.channels:
+                    channel = self.channels[fd]
+                    if self._read(channel):
+                        continue
+                    if channel is self.main:
+                        return self._drain()
+                    poller.unregister(fd)
+                    del self.channels[fd]
+                    channel.close()
 
-    def _serve_request(self, request, fds):
+    def _accept(self, poller: select.poll) -> None:
+        if self.listener is None:
+            return
+        try:
+            sock, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            _log(f"cannot accept a connection: {exc}")
+            return
+        try:
+            sock.setblocking(True)
+            sock.sendall(self.ready_line)
+        except OSError:
+            sock.close()
+            return
+        self.channels[sock.fileno()] = _Channel(sock)
+        poller.register(sock.fileno(), select.POLLIN)
+
+    def _read(self, channel: _Channel) -> bool:
+        """Reads what is there of the channel's current request; False at its end."""
+        try:
+            data, received, flags, _ = _recv_fds(channel.sock, _REQUEST_BYTES - len(channel.pending))
+        except InterruptedError:
+            return True
+        except OSError as exc:
+            _log(f"request channel failed: {exc}")
+            return False
+        channel.fds.extend(received)
+        if flags & _MSG_CTRUNC:
+            # The kernel could not give the server every descriptor: the
+            # request is refused below, and its conversation's control
+            # socket ends without a report (the host reads this log line).
+            _log(f"out of file descriptors: a request came with {len(received)} of its {_REQUEST_FDS} descriptors")
+        if not data:
+            return False
+        channel.pending += data
+        if len(channel.pending) == _REQUEST_BYTES:
+            request, taken = channel.pending, channel.fds
+            channel.pending, channel.fds = b"", []
+            self._serve_request(request, taken)
+        return True
+
+    def _serve_request(self, request: bytes, fds: List[int]) -> None:
         import json
 
         try:
@@ -277,21 +376,16 @@ class Server:
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             _log(f"bad request ({exc}); {len(fds)} descriptor(s) closed")
             for fd in fds:
-                os.close(fd)
+                _close_quietly(fd)
             return
         try:
             self._fork(fds, grace_ms)
         finally:
             for fd in fds:
-                os.close(fd)
+                _close_quietly(fd)
 
-    def _fork(self, fds, grace_ms):
-        # A backend must not inherit output the server has buffered.
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+    def _fork(self, fds: List[int], grace_ms: int) -> None:
+        _flush_stdio()  # a backend must not inherit output the server has buffered
         try:
             pid = os.fork()
         except OSError as exc:
@@ -302,26 +396,21 @@ class Server:
                 self._conversation(fds, grace_ms)
             finally:
                 os._exit(127)
-        self.children += 1
+        self.conversations.add(pid)
 
-    def _conversation(self, fds, grace_ms):
-        """C: forks the backend, then becomes its supervisor."""
+    def _conversation(self, fds: List[int], grace_ms: int) -> None:
+        """C: forks the backend, then becomes its supervisor. Whatever fails
+        before the exec is reported on the control socket, as the supervisor
+        reports a backend it could not start."""
         stdin, stdout, stderr, control = fds
-        # What the server changed in its signal handling is undone (the
-        # backend inherits it); what the app's import installed stays, as a
-        # cold backend has it too.
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        self.channel.close()
-        os.close(self.wake[0])
-        os.close(self.wake[1])
-        if _prctl is not None:
-            # Before the backend exists, so that nothing it starts can be
-            # orphaned past us; kept across the exec.
-            _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         try:
+            self._undo_server_state()
+            if _prctl is not None:
+                # Before the backend exists, so that nothing it starts can be
+                # orphaned past us; kept across the exec.
+                _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             backend = os.fork()
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - reported, whatever it was
             _report_failed(control, exc)
             os._exit(127)
         if backend == 0:
@@ -336,43 +425,86 @@ class Server:
         try:
             null = os.open(os.devnull, os.O_RDWR)
             _place({0: null, 1: null, 2: null, _CONTROL_FD: control})
+        except OSError as exc:
+            _report_failed(control, exc)
+            _kill_group(backend)
+            os._exit(127)
+        try:
             _close_from(_CONTROL_FD + 1)
             os.execv(self.supervisor, [self.supervisor, "--adopt", str(backend), "--term-grace-ms", str(grace_ms)])
         except OSError as exc:
             _report_failed(_CONTROL_FD, exc)
-            try:
-                os.killpg(backend, signal.SIGKILL)
-            except OSError:
-                pass
+            _kill_group(backend)
             os._exit(127)
 
-    def _reap(self):
-        while self.children:
+    def _undo_server_state(self) -> None:
+        """In C: what the server changed goes back to what the app's import
+        left (the backend inherits it, as a cold one has it); the server's
+        own descriptors close."""
+        sigchld, wakeup = self.app_signals
+        signal.set_wakeup_fd(wakeup)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL if sigchld is None else sigchld)
+        for channel in self.channels.values():
+            channel.sock.close()
+        if self.listener is not None:
+            self.listener.close()
+        os.close(self.wake[0])
+        os.close(self.wake[1])
+
+    def _reap(self) -> None:
+        """Reaps every child that has ended: the conversations' supervisors,
+        and whatever the app started at import."""
+        while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                self.children = 0
                 return
-            except InterruptedError:
-                continue
             if pid == 0:
                 return
-            self.children -= 1
+            self.conversations.discard(pid)
 
-    def _drain(self):
-        """End of file on the channel: no more requests; exit once every conversation has ended."""
-        while True:
+    def _drain(self) -> int:
+        """End of file on the host's channel: no more requests; exit once
+        every conversation has ended. A process the app started at import
+        is not waited for: the server's supervisor ends it once the server
+        has exited."""
+        if self.listener is not None:
+            _unlink_quietly(self.listener.getsockname())
+            self.listener.close()
+        for channel in self.channels.values():
+            channel.close()
+        while self.conversations:
             try:
-                os.waitpid(-1, 0)
+                pid, _ = os.waitpid(-1, 0)
             except ChildProcessError:
-                return 0
-            except InterruptedError:
-                continue
+                break
+            self.conversations.discard(pid)
+        return 0
 
 
-def _recv_fds(channel, size):
-    import socket
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
 
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except (OSError, TypeError):
+        pass
+
+
+def _flush_stdio() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _recv_fds(channel: socket.socket, size: int) -> Tuple[bytes, List[int], int, Any]:
     flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
     data, fds, _, address = socket.recv_fds(channel, size, _REQUEST_FDS, flags)
     for fd in fds:
@@ -383,7 +515,7 @@ def _recv_fds(channel, size):
 # ---- B: the backend ---------------------------------------------------------
 
 
-def _fresh_stdio():
+def _fresh_stdio() -> None:
     """sys.stdin/stdout/stderr as a fresh interpreter makes them on these fds.
 
     The server's objects were made for the server's descriptors (and the
@@ -392,10 +524,10 @@ def _fresh_stdio():
     """
     import io
 
-    def make(fd, old, name, write):
+    def make(fd: int, old: Any, name: str, write: bool) -> io.TextIOWrapper:
         write_through = getattr(old, "write_through", False)
         buffering = 0 if write and write_through else -1
-        buffer = io.open(fd, "wb" if write else "rb", buffering, closefd=False)
+        buffer: Any = io.open(fd, "wb" if write else "rb", buffering, closefd=False)
         raw = buffer if buffering == 0 else buffer.raw
         raw.name = name
         line_buffering = not write_through and (raw.isatty() or fd == 2)
@@ -407,21 +539,30 @@ def _fresh_stdio():
             line_buffering=line_buffering,
             write_through=write_through,
         )
-        stream.mode = "w" if write else "r"
+        # What a fresh interpreter's stdio says (read-only in the type stubs).
+        setattr(stream, "mode", "w" if write else "r")  # noqa: B010
         return stream
 
-    sys.stdin = sys.__stdin__ = make(0, sys.__stdin__, "<stdin>", False)
-    sys.stdout = sys.__stdout__ = make(1, sys.__stdout__, "<stdout>", True)
-    sys.stderr = sys.__stderr__ = make(2, sys.__stderr__, "<stderr>", True)
+    for name, fd, write in (("stdin", 0, False), ("stdout", 1, True), ("stderr", 2, True)):
+        stream = make(fd, getattr(sys, f"__{name}__"), f"<{name}>", write)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
-def _run_backend(main_module, app, stdin, stdout, stderr, control):
+def _run_backend(main_module: ModuleType, app: str, stdin: int, stdout: int, stderr: int, control: int) -> None:
     """B: a process group of its own, the conversation's stdio, then the bridge's `main`. Never returns."""
     try:
         os.setpgid(0, 0)
     except OSError:
         pass
-    _place({0: stdin, 1: stdout, 2: stderr})
+    try:
+        _place({0: stdin, 1: stdout, 2: stderr})
+    except OSError as exc:
+        try:
+            os.write(stderr, f"prefork-server: cannot give the backend its stdio: {exc}\n".encode())
+        except OSError:
+            pass
+        os._exit(1)
     # Only the server's descriptors go: what the app's import opened stays
     # open, as in a cold backend (its C parent closed the channel).
     for fd in (stdin, stdout, stderr, control):
@@ -430,7 +571,7 @@ def _run_backend(main_module, app, stdin, stdout, stderr, control):
 
     gc.enable()
     _fresh_stdio()
-    code = 0
+    code: object = 0
     interrupted = False
     try:
         code = main_module.main(["--app", app])
@@ -446,7 +587,7 @@ def _run_backend(main_module, app, stdin, stdout, stderr, control):
     os._exit(_finalize(code, interrupted))
 
 
-def _finalize(code, interrupted):
+def _finalize(code: object, interrupted: bool) -> int:
     """What the interpreter does on its way out: threads, atexit, stdio; the exit status."""
     if code is None:
         code = 0
@@ -459,7 +600,7 @@ def _finalize(code, interrupted):
     try:
         import threading
 
-        threading._shutdown()
+        getattr(threading, "_shutdown")()
     except BaseException:  # noqa: BLE001 - as the interpreter ignores it
         pass
     import atexit
@@ -483,13 +624,12 @@ def _finalize(code, interrupted):
 # ---- main -------------------------------------------------------------------
 
 
-def _main(argv):
-    import socket
-
-    if len(argv) != 4 or argv[1] != str(_PROTOCOL):
-        _log(f"usage: -c <source> {_PROTOCOL} <module:factory> <supervisor> (got {argv[1:]!r})")
+def _main(argv: List[str]) -> int:
+    if len(argv) not in (4, 5) or argv[1] != str(_PROTOCOL):
+        _log(f"usage: -c <source> {_PROTOCOL} <module:factory> <supervisor> [<socket path>] (got {argv[1:]!r})")
         return 2
-    _, _, app, supervisor = argv
+    app, supervisor = argv[2], argv[3]
+    listen = argv[4] if len(argv) == 5 else None
     # The channel leaves fd 0, which a backend gets as its stdin.
     channel = socket.socket(fileno=os.dup(0))
     channel.setblocking(True)
@@ -508,14 +648,31 @@ def _main(argv):
         gc.freeze()
         _check_fork_safety()
     except Refusal as refusal:
-        _send_line(channel, {"type": "refused", "code": refusal.code, "message": refusal.message})
+        # What the import wrote (its traceback) is in the log before the
+        # host reads the refusal (StartError::log_tail).
+        _flush_stdio()
+        channel.sendall(_line({"type": "refused", "code": refusal.code, "message": refusal.message}))
         return 3
     # SIGCHLD wakes the loop, which reaps the conversations' supervisors.
+    # What the app's import installed in their place is given back in
+    # every fork (`Server._undo_server_state`).
     wake = os.pipe()
     for fd in wake:
         os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake[1])
+    app_signals = (signal.getsignal(signal.SIGCHLD), signal.set_wakeup_fd(wake[1]))
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    listener = None
+    if listen is not None:
+        # A shared server (docs/prefork.md §7): other hosts connect here.
+        # The path is in a directory only this user can enter, made by the host.
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(listen)
+            listener.listen(64)
+        except OSError as exc:
+            _log(f"cannot listen on {listen}: {exc}")
+            return 4
+        listener.setblocking(False)
     import platform
 
     try:
@@ -524,17 +681,19 @@ def _main(argv):
         agentlane = version("agentlane")
     except Exception:  # noqa: BLE001 - only informative
         agentlane = None
-    _send_line(
-        channel,
-        {
-            "type": "ready",
-            "protocol": _PROTOCOL,
-            "pid": os.getpid(),
-            "python": platform.python_version(),
-            "agentlane": agentlane,
-        },
-    )
-    return Server(channel, app, supervisor, main_module, wake).serve()
+    ready = {
+        "type": "ready",
+        "protocol": _PROTOCOL,
+        "pid": os.getpid(),
+        "python": platform.python_version(),
+        "agentlane": agentlane,
+    }
+    # The import's output is in the log before the handshake: the host
+    # gives it to every conversation (`PreforkServer::import_output`).
+    _flush_stdio()
+    ready_line = _line(ready)
+    channel.sendall(ready_line)
+    return Server(channel, app, supervisor, main_module, wake, app_signals, listener, ready_line).serve()
 
 
 sys.exit(_main(sys.argv))

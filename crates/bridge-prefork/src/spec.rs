@@ -30,6 +30,11 @@ pub struct ServerSpec {
     /// `process-bridge-supervisor`, which contains the server and, through
     /// `--adopt`, each conversation.
     pub supervisor: PathBuf,
+    /// A shared server: the path of a Unix socket the server listens on
+    /// once it is ready, for other hosts to [connect](crate::PreforkServer::connect)
+    /// to (docs/prefork.md §7). It must not exist yet, in a directory only
+    /// this user can enter. `None`: only this host's channel.
+    pub listen: Option<PathBuf>,
 }
 
 impl ServerSpec {
@@ -45,6 +50,7 @@ impl ServerSpec {
             cwd: None,
             env: None,
             supervisor: supervisor.into(),
+            listen: None,
         })
     }
 
@@ -65,6 +71,7 @@ impl ServerSpec {
             self.app.clone().into(),
             self.supervisor.clone().into(),
         ]);
+        args.extend(self.listen.iter().map(|path| path.clone().into()));
         (self.supervisor.clone().into(), args)
     }
 }
@@ -128,5 +135,8 @@ mod tests {
         assert_eq!(args[..5], strings(&["--term-grace-ms", "300", "--", "python", "-c"]));
         assert_eq!(args[5], SERVER_SOURCE);
         assert_eq!(args[6..], strings(&["1", "a:b", "/sup"]));
+        let shared = ServerSpec { listen: Some("/run/s.sock".into()), ..spec };
+        let (_, args) = shared.command_line(Duration::from_millis(300));
+        assert_eq!(args.last().unwrap(), "/run/s.sock");
     }
 }

@@ -4,164 +4,15 @@
 //! ones do, what forks share and what they do not, and containment.
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::process::Command;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bridge_prefork::{Conversation, PreforkServer, Report, ServerSpec, StartErrorKind};
+use bridge_prefork::{PreforkServer, Report, StartErrorKind};
+use common::*;
 use serde_json::Value;
-
-const GRACE: Duration = Duration::from_millis(300);
-/// Generous: other suites run on the same two cores.
-const READY: Duration = Duration::from_secs(60);
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn python() -> PathBuf {
-    let python = repo().join(".venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/setup-python.sh", python.display());
-    python
-}
-
-/// The workspace's supervisor (`PROCESS_BRIDGE_SUPERVISOR` overrides), built if missing.
-fn supervisor() -> PathBuf {
-    static FOUND: OnceLock<PathBuf> = OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            if let Some(path) = std::env::var_os("PROCESS_BRIDGE_SUPERVISOR") {
-                return PathBuf::from(path);
-            }
-            // target/<profile>/deps/<this test> → target/<profile>/
-            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-            let path = profile_dir.join("process-bridge-supervisor");
-            if !path.exists() {
-                let release = profile_dir.file_name().is_some_and(|n| n == "release");
-                let mut build = Command::new(env!("CARGO"));
-                build.args(["build", "-p", "bridge-supervisor"]).current_dir(repo());
-                if release {
-                    build.arg("--release");
-                }
-                assert!(build.status().unwrap().success(), "building the supervisor failed");
-            }
-            path
-        })
-        .clone()
-}
-
-fn spec(app: &str) -> ServerSpec {
-    let args = ["-m", "agentlane_process_bridge", "--app", app].map(String::from);
-    let mut spec = ServerSpec::for_command(python(), &args, supervisor()).unwrap();
-    spec.cwd = Some(repo().join("tests/e2e/backends"));
-    spec
-}
-
-fn started(app: &str) -> PreforkServer {
-    let server = PreforkServer::start(&spec(app), GRACE, None).unwrap();
-    server.wait_ready(Some(READY)).unwrap_or_else(|e| panic!("{e}: {:?}", e.log_tail));
-    server
-}
-
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next())
-            .is_some_and(|state| state != "Z"),
-        Err(_) => false,
-    }
-}
-
-fn gone_within(pid: u32, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while alive(pid) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
-/// A conversation with its stdout read line by line.
-struct Talk {
-    conversation: Conversation,
-    stdout: BufReader<std::io::PipeReader>,
-    pid: u32,
-    supervisor: u32,
-}
-
-impl Talk {
-    fn start(server: &PreforkServer) -> Talk {
-        let mut conversation = open(server);
-        let stdout = BufReader::new(conversation.stdout.try_clone().unwrap());
-        let Some(Report::Started { pid, supervisor: Some(supervisor) }) = conversation.control.next_report().unwrap() else {
-            panic!("no started line");
-        };
-        Talk { conversation, stdout, pid, supervisor }
-    }
-
-    fn event(&mut self) -> Value {
-        let mut line = String::new();
-        assert!(self.stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    }
-
-    fn ready(&mut self) -> Value {
-        let ready = self.event();
-        assert_eq!(ready["type"], "ready", "{ready}");
-        ready
-    }
-
-    fn send(&mut self, command: &str) {
-        writeln!(self.conversation.stdin, "{command}").unwrap();
-    }
-
-    /// Prompts and returns the run's final output. A prompt right after a
-    /// run's end can meet the §12 race ("A run is already active."): it is
-    /// sent again, as the session does.
-    fn run(&mut self, text: &str) -> String {
-        let prompt = format!(r#"{{"type":"prompt","text":"{text}","protocol_version":"1.0"}}"#);
-        self.send(&prompt);
-        loop {
-            let event = self.event();
-            match event["type"].as_str() {
-                Some("run_complete") => return event["final_output"].as_str().unwrap().to_owned(),
-                Some("error") if event["message"] == "A run is already active." => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    self.send(&prompt);
-                }
-                Some("error") => panic!("{event}"),
-                _ => {}
-            }
-        }
-    }
-
-    /// Closes stdin (the backend's end of conversation) and returns the last report.
-    fn end(mut self) -> Option<Report> {
-        drop(self.conversation.stdin);
-        let mut last = None;
-        while let Some(report) = self.conversation.control.next_report().unwrap() {
-            last = Some(report);
-        }
-        last
-    }
-}
-
-/// A conversation whose control socket's reads fail after a while (a
-/// test fails instead of hanging when a report never comes).
-fn open(server: &PreforkServer) -> Conversation {
-    let conversation = server.start_conversation(GRACE).unwrap();
-    conversation.control.socket().set_read_timeout(Some(READY)).unwrap();
-    conversation
-}
-
-fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
-}
 
 #[test]
 fn a_warm_conversation_runs_as_a_cold_one_and_ends_with_its_exit() {
@@ -340,7 +191,7 @@ fn a_killed_server_takes_its_conversations_with_it() {
         assert_eq!(last, Some(Report::Signaled(15)));
         assert!(!alive(talk.pid) && !alive(talk.supervisor));
     }
-    assert!(!alive(server.supervisor_pid()));
+    assert!(!alive(server.supervisor_pid().unwrap()));
 }
 
 #[test]

@@ -1,33 +1,37 @@
-//! One running prefork server: starting it under the supervisor, its
-//! handshake, fork requests, and its end (docs/prefork.md).
+//! One running prefork server: starting it under the supervisor (or
+//! connecting to a shared one), its handshake, fork requests, and its end
+//! (docs/prefork.md).
 //!
 //! A watcher thread per server reads what the server says (its handshake
 //! line on the channel, its log on stdout/stderr, its supervisor's control
 //! socket) and reaps the supervisor; callers see the result through
 //! [`PreforkServer::status`], the blocking waits, or an observer called on
-//! that thread.
+//! that thread. Nothing a caller calls waits for the server but the waits
+//! that say so.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::signal::{kill, Signal};
-use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
 use nix::unistd::Pid;
 
 use crate::conversation::Conversation;
-use crate::protocol::{encode_fork_request, Ready, REQUEST_BYTES};
+use crate::protocol::{encode_fork_request, Ready};
 use crate::spec::ServerSpec;
+use channel::RequestChannel;
+pub use errors::{ForkError, ServerExit, StartError, StartErrorKind};
 use watcher::Watcher;
 
+mod channel;
+mod errors;
 mod watcher;
 
 /// How many lines of the server's log are kept (for start failures).
@@ -36,60 +40,6 @@ const LOG_LINES: usize = 40;
 const LOG_LINE_BYTES: usize = 2000;
 /// The supervisor's control descriptor in the server's supervisor.
 const CONTROL_FD: i32 = 3;
-
-/// Why a server did not become ready.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartErrorKind {
-    /// The supervisor could not be started.
-    Spawn,
-    /// The server refused the app, with its stable code (`threads`,
-    /// `event-loop`, `import-failed`, `bad-app`).
-    Refused(String),
-    /// The server (or the interpreter invocation) exited without a handshake.
-    ExitedBeforeReady,
-    /// The first line on the channel was not a handshake.
-    BadHandshake,
-    /// `wait_ready` gave up.
-    Timeout,
-}
-
-/// A server that did not become ready: what happened, and its log's tail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartError {
-    pub kind: StartErrorKind,
-    pub message: String,
-    pub log_tail: Vec<String>,
-}
-
-impl StartError {
-    /// A stable code: the refusal's own, or `spawn-failed`,
-    /// `exited-before-ready`, `bad-handshake`, `timeout`.
-    pub fn code(&self) -> &str {
-        match &self.kind {
-            StartErrorKind::Spawn => "spawn-failed",
-            StartErrorKind::Refused(code) => code,
-            StartErrorKind::ExitedBeforeReady => "exited-before-ready",
-            StartErrorKind::BadHandshake => "bad-handshake",
-            StartErrorKind::Timeout => "timeout",
-        }
-    }
-}
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "prefork server: {} ({})", self.message, self.code())
-    }
-}
-
-impl std::error::Error for StartError {}
-
-/// How the server ended (its supervisor's status: the server's own).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerExit {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    pub log_tail: Vec<String>,
-}
 
 /// What the watcher thread tells an observer, in this order: `Ready` or
 /// `Failed` once, `Gone` once, then `Exited` once.
@@ -112,35 +62,6 @@ pub enum ServerStatus {
     Failed(StartError),
 }
 
-/// Why a fork request was not sent.
-#[derive(Debug)]
-pub enum ForkError {
-    /// The server has not answered its handshake yet.
-    NotReady,
-    /// The server did not start, was shut down, or has exited.
-    Unavailable(String),
-    /// Making the conversation's sockets, or writing the request, failed.
-    Io(std::io::Error),
-}
-
-impl std::fmt::Display for ForkError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ForkError::NotReady => write!(f, "the prefork server is not ready yet"),
-            ForkError::Unavailable(why) => write!(f, "the prefork server is unavailable: {why}"),
-            ForkError::Io(error) => write!(f, "the fork request failed: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for ForkError {}
-
-impl From<std::io::Error> for ForkError {
-    fn from(error: std::io::Error) -> Self {
-        ForkError::Io(error)
-    }
-}
-
 /// The descriptors of one conversation, as its backend gets them.
 pub struct ForkRequest<'a> {
     pub stdin: BorrowedFd<'a>,
@@ -150,6 +71,13 @@ pub struct ForkRequest<'a> {
     pub control: BorrowedFd<'a>,
     /// After SIGTERM, how long the conversation's processes get before SIGKILL.
     pub term_grace: Duration,
+}
+
+impl ForkRequest<'_> {
+    /// The descriptors in the order the server takes them (docs/prefork.md §3).
+    fn descriptors(&self) -> [i32; crate::protocol::REQUEST_FDS] {
+        [self.stdin, self.stdout, self.stderr, self.control].map(|fd| fd.as_raw_fd())
+    }
 }
 
 /// Called on the watcher thread with every [`ServerEvent`].
@@ -162,6 +90,8 @@ struct State {
     /// is never signalled again (its pid may be reaped and reused).
     gone: bool,
     log: VecDeque<String>,
+    /// The log's lines up to the handshake: what the import wrote.
+    import_output: Vec<String>,
 }
 
 struct Shared {
@@ -171,6 +101,20 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(observer: Option<Observer>) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                status: ServerStatus::Starting,
+                exit: None,
+                gone: false,
+                log: VecDeque::new(),
+                import_output: Vec::new(),
+            }),
+            changed: Condvar::new(),
+            observer,
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -201,9 +145,11 @@ pub struct PreforkServer {
 
 struct Inner {
     /// The host's end of the request channel; `None` once shut down.
-    channel: Mutex<Option<UnixStream>>,
+    channel: Mutex<Option<RequestChannel>>,
     shared: Arc<Shared>,
-    supervisor: Pid,
+    /// The server's supervisor; `None` for a connection to a shared server
+    /// (another host's, which only that host ends).
+    supervisor: Option<Pid>,
     next_id: AtomicU64,
 }
 
@@ -219,9 +165,10 @@ impl PreforkServer {
         let (channel, server_channel) = UnixStream::pair()?;
         let (log, log_writer) = std::io::pipe()?;
         let (control, supervisor_control) = UnixStream::pair()?;
-        // Above the standard descriptors, so that placing it on fd 3 in the
-        // child cannot collide with them.
-        let raw = fcntl(&supervisor_control, FcntlArg::F_DUPFD_CLOEXEC(10))?;
+        // Above fd 3, so that placing it there in the child is a real dup2
+        // (which clears FD_CLOEXEC on the copy), and no higher than needed:
+        // a low descriptor limit must not fail it.
+        let raw = fcntl(&supervisor_control, FcntlArg::F_DUPFD_CLOEXEC(CONTROL_FD + 1))?;
         // SAFETY: F_DUPFD_CLOEXEC has just made `raw`, and nothing else owns it.
         let supervisor_control = unsafe { OwnedFd::from_raw_fd(raw) };
         let raw_control = supervisor_control.as_raw_fd();
@@ -255,23 +202,43 @@ impl PreforkServer {
         drop(command);
 
         let supervisor = Pid::from_raw(child.id() as i32);
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                status: ServerStatus::Starting,
-                exit: None,
-                gone: false,
-                log: VecDeque::new(),
-            }),
-            changed: Condvar::new(),
-            observer,
-        });
+        let shared = Shared::new(observer);
         let watcher = Watcher {
             shared: shared.clone(),
             channel: channel.try_clone()?,
-            log,
-            control,
-            child,
+            log: Some(log),
+            control: Some(control),
+            child: Some(child),
         };
+        PreforkServer::watched(watcher, channel, Some(supervisor))
+    }
+
+    /// Connects to a shared server (one started with [`ServerSpec::listen`]
+    /// by this or another host): its handshake comes on the connection as
+    /// from a server this host started, and fork requests go the same way.
+    /// The server is not this host's to end: [`kill`](Self::kill) only
+    /// closes the connection, and its log is not seen here. Fails at once
+    /// when nothing listens there (or its queue of connections is full).
+    pub fn connect(path: &Path, observer: Option<Observer>) -> std::io::Result<PreforkServer> {
+        use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+        // Non-blocking, so that a stopped server's full queue refuses the
+        // connection instead of holding the caller.
+        let socket = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK, None)?;
+        connect(socket.as_raw_fd(), &UnixAddr::new(path)?)?;
+        let channel = UnixStream::from(socket);
+        let watcher = Watcher {
+            shared: Shared::new(observer),
+            channel: channel.try_clone()?,
+            log: None,
+            control: None,
+            child: None,
+        };
+        PreforkServer::watched(watcher, channel, None)
+    }
+
+    fn watched(watcher: Watcher, channel: UnixStream, supervisor: Option<Pid>) -> std::io::Result<PreforkServer> {
+        let shared = watcher.shared.clone();
+        let channel = RequestChannel::new(channel)?;
         std::thread::Builder::new()
             .name("prefork-server".into())
             .spawn(move || watcher.run())?;
@@ -294,9 +261,23 @@ impl PreforkServer {
         self.inner.shared.lock().exit.clone()
     }
 
-    /// The supervisor's pid (the server's parent).
-    pub fn supervisor_pid(&self) -> u32 {
-        self.inner.supervisor.as_raw() as u32
+    /// The supervisor's pid (the server's parent); `None` for a connection
+    /// to a shared server.
+    pub fn supervisor_pid(&self) -> Option<u32> {
+        self.inner.supervisor.map(|pid| pid.as_raw() as u32)
+    }
+
+    /// The server's log's last lines (at most 40, each cut to 2000 bytes).
+    pub fn log_tail(&self) -> Vec<String> {
+        self.inner.shared.log_tail()
+    }
+
+    /// What the app's import wrote on stdout and stderr (the log's lines
+    /// before the handshake; its last 40): a cold backend writes it on its
+    /// own stderr, so a host gives it to each warm conversation. Empty
+    /// before the handshake, and for a connection to a shared server.
+    pub fn import_output(&self) -> Vec<String> {
+        self.inner.shared.lock().import_output.clone()
     }
 
     /// Waits for the handshake (`None`: for ever).
@@ -349,10 +330,13 @@ impl PreforkServer {
         }
     }
 
-    /// Sends one fork request with the conversation's descriptors. The
-    /// caller closes its copies of the child's ends afterwards; how the
-    /// conversation goes comes on its control socket (a fork the server
-    /// could not make too, as `failed …`).
+    /// Sends one fork request with the conversation's descriptors, never
+    /// waiting for the server: a server that is not reading its requests
+    /// refuses it at once ([`ForkError::Busy`]). The caller closes its
+    /// copies of the child's ends afterwards; how the conversation goes
+    /// comes on its control socket (a fork the server could not make too,
+    /// as `failed …`; a request the server never serves, as nothing: the
+    /// caller bounds that wait).
     pub fn fork(&self, request: &ForkRequest<'_>) -> Result<(), ForkError> {
         {
             let state = self.inner.shared.lock();
@@ -365,25 +349,13 @@ impl PreforkServer {
                 ServerStatus::Ready(_) => {}
             }
         }
-        let channel = self.inner.channel.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(channel) = channel.as_ref() else {
+        let mut channel = self.inner.channel.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(channel) = channel.as_mut() else {
             return Err(ForkError::Unavailable("it was shut down".into()));
         };
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let millis = u64::try_from(request.term_grace.as_millis()).unwrap_or(u64::MAX);
-        let bytes = encode_fork_request(id, millis);
-        let fds = [
-            request.stdin.as_raw_fd(),
-            request.stdout.as_raw_fd(),
-            request.stderr.as_raw_fd(),
-            request.control.as_raw_fd(),
-        ];
-        send_request(channel, &bytes, &fds).map_err(|error| match error.raw_os_error() {
-            Some(code) if code == Errno::EPIPE as i32 || code == Errno::ECONNRESET as i32 => {
-                ForkError::Unavailable(format!("it closed its channel ({error})"))
-            }
-            _ => ForkError::Io(error),
-        })
+        channel.send(&encode_fork_request(id, millis), &request.descriptors())
     }
 
     /// Starts a conversation with sockets and pipes of its own (for hosts
@@ -417,60 +389,30 @@ impl PreforkServer {
     }
 
     /// Accepts no more fork requests: the server exits once every
-    /// conversation it forked has ended.
+    /// conversation it forked has ended (a process the app started at
+    /// import is not waited for: the server's supervisor ends it). For a
+    /// connection to a shared server: closes the connection.
     pub fn shutdown(&self) {
         let channel = self.inner.channel.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(channel) = channel {
-            let _ = channel.shutdown(std::net::Shutdown::Write);
+            channel.shutdown();
         }
     }
 
     /// Ends the server and every conversation it forked, now (SIGUSR2 to its
-    /// supervisor: SIGKILL to the whole tree). `false` if it was gone.
+    /// supervisor: SIGKILL to the whole tree). `false` if it was gone, and
+    /// for a connection to a shared server (which is only shut down).
     pub fn kill(&self) -> bool {
+        let Some(supervisor) = self.inner.supervisor else {
+            self.shutdown();
+            return false;
+        };
         let state = self.inner.shared.lock();
         if state.gone {
             return false;
         }
         // The supervisor cannot have been reaped while `gone` is unset (the
         // watcher sets it before it waits), so the pid is still its own.
-        kill(self.inner.supervisor, Signal::SIGUSR2).is_ok()
-    }
-}
-
-/// One `sendmsg` carrying the request and its descriptors, the rest of
-/// the bytes (if the kernel took fewer) without them.
-fn send_request(channel: &UnixStream, bytes: &[u8; REQUEST_BYTES], fds: &[i32]) -> std::io::Result<()> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    let flags = MsgFlags::MSG_NOSIGNAL;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let flags = MsgFlags::empty();
-    let sent = loop {
-        let rights = [ControlMessage::ScmRights(fds)];
-        match sendmsg::<UnixAddr>(channel.as_raw_fd(), &[IoSlice::new(bytes)], &rights, flags, None) {
-            Ok(sent) => break sent,
-            Err(Errno::EINTR) => continue,
-            Err(errno) => return Err(errno.into()),
-        }
-    };
-    let mut rest = &bytes[sent..];
-    while !rest.is_empty() {
-        match (&*channel).write_some(rest) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => rest = &rest[n..],
-            Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
-}
-
-trait WriteSome {
-    fn write_some(&mut self, bytes: &[u8]) -> std::io::Result<usize>;
-}
-
-impl WriteSome for &UnixStream {
-    fn write_some(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        std::io::Write::write(self, bytes)
+        kill(supervisor, Signal::SIGUSR2).is_ok()
     }
 }

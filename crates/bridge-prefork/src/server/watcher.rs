@@ -1,7 +1,9 @@
 //! The watcher thread of one server: it reads the handshake on the request
 //! channel, the server's log on stdout/stderr and its supervisor's control
 //! socket, keeps the log's tail, reaps the supervisor, and publishes each
-//! change to [`Shared`](super::Shared).
+//! change to [`Shared`](super::Shared). The log is read to its current end
+//! before a handshake line is taken, so that a refusal's tail holds the
+//! whole traceback the server wrote before it.
 
 use std::io::{ErrorKind, PipeReader, Read};
 use std::os::fd::AsFd;
@@ -26,13 +28,29 @@ struct Lines {
 impl Lines {
     /// Reads what there is (one read: the descriptor was readable).
     fn read(&mut self, source: &mut impl Read) -> Vec<String> {
+        self.read_some(source).0
+    }
+
+    /// One read, and whether another may find more (it filled the buffer,
+    /// or was interrupted).
+    fn read_some(&mut self, source: &mut impl Read) -> (Vec<String>, bool) {
         let mut buffer = [0u8; 8192];
-        match source.read(&mut buffer) {
-            Ok(0) => self.ended = true,
-            Ok(n) => self.pending.extend_from_slice(&buffer[..n]),
-            Err(error) if error.kind() == ErrorKind::Interrupted || error.kind() == ErrorKind::WouldBlock => {}
-            Err(_) => self.ended = true,
-        }
+        let more = match source.read(&mut buffer) {
+            Ok(0) => {
+                self.ended = true;
+                false
+            }
+            Ok(n) => {
+                self.pending.extend_from_slice(&buffer[..n]);
+                n == buffer.len()
+            }
+            Err(error) if error.kind() == ErrorKind::Interrupted => true,
+            Err(error) if error.kind() == ErrorKind::WouldBlock => false,
+            Err(_) => {
+                self.ended = true;
+                false
+            }
+        };
         let mut lines = Vec::new();
         while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=end).collect();
@@ -41,23 +59,29 @@ impl Lines {
         if self.ended && !self.pending.is_empty() {
             lines.push(String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned());
         }
-        lines
+        (lines, more)
     }
 }
 
+/// A connection to a shared server has only the channel: its log, its
+/// supervisor and its exit are the sharing host's.
 pub(super) struct Watcher {
     pub(super) shared: Arc<Shared>,
     pub(super) channel: UnixStream,
-    pub(super) log: PipeReader,
-    pub(super) control: UnixStream,
-    pub(super) child: Child,
+    pub(super) log: Option<PipeReader>,
+    pub(super) control: Option<UnixStream>,
+    pub(super) child: Option<Child>,
 }
 
 impl Watcher {
     pub(super) fn run(mut self) {
         let mut channel = Lines::default();
-        let mut log = Lines::default();
-        let mut control = Lines::default();
+        let mut log = Lines { ended: self.log.is_none(), ..Lines::default() };
+        let mut control = Lines { ended: self.control.is_none(), ..Lines::default() };
+        if let Some(pipe) = &self.log {
+            // Drained without waiting before each handshake line (below).
+            let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+        }
         let mut reported: Option<Report> = None;
         // The supervisor could not start the interpreter invocation.
         let mut failed: Option<String> = None;
@@ -65,12 +89,16 @@ impl Watcher {
         // waiting, what the others still hold.
         let mut draining = false;
         loop {
-            let watched = [(&channel, self.channel.as_fd()), (&log, self.log.as_fd()), (&control, self.control.as_fd())];
             let mut fds: Vec<PollFd> = Vec::new();
             let mut which: Vec<usize> = Vec::new();
-            for (i, (lines, fd)) in watched.iter().enumerate() {
-                if !lines.ended {
-                    fds.push(PollFd::new(*fd, PollFlags::POLLIN));
+            let watched = [
+                (channel.ended, Some(self.channel.as_fd())),
+                (log.ended, self.log.as_ref().map(|l| l.as_fd())),
+                (control.ended, self.control.as_ref().map(|c| c.as_fd())),
+            ];
+            for (i, (ended, fd)) in watched.into_iter().enumerate() {
+                if let (false, Some(fd)) = (ended, fd) {
+                    fds.push(PollFd::new(fd, PollFlags::POLLIN));
                     which.push(i);
                 }
             }
@@ -93,19 +121,24 @@ impl Watcher {
             for i in ready {
                 match i {
                     0 => {
-                        for line in channel.read(&mut self.channel) {
+                        let lines = channel.read(&mut self.channel);
+                        if !lines.is_empty() || channel.ended {
+                            // The server flushes its output before it writes
+                            // on the channel: all of it is in the log pipe
+                            // now, and goes into the tail first.
+                            self.drain_log(&mut log);
+                        }
+                        for line in lines {
                             self.handshake(&line);
                         }
                         if channel.ended {
                             self.shared.publish(ServerEvent::Gone);
                         }
                     }
-                    1 => {
-                        let lines = log.read(&mut self.log);
-                        self.keep_log(lines);
-                    }
+                    1 => self.drain_log(&mut log),
                     _ => {
-                        for line in control.read(&mut self.control) {
+                        let Some(socket) = self.control.as_mut() else { continue };
+                        for line in control.read(socket) {
                             match parse_report(&line) {
                                 Some(Report::Failed { code, message, .. }) => failed = Some(format!("{message} ({code})")),
                                 Some(report) => reported = Some(report),
@@ -122,23 +155,15 @@ impl Watcher {
         self.finish(reported, failed);
     }
 
-    fn keep_log(&self, lines: Vec<String>) {
-        if lines.is_empty() {
-            return;
-        }
-        let mut state = self.shared.lock();
-        for mut line in lines {
-            if line.len() > LOG_LINE_BYTES {
-                let mut end = LOG_LINE_BYTES;
-                while !line.is_char_boundary(end) {
-                    end -= 1;
-                }
-                line.truncate(end);
+    /// Reads the log until nothing more is there now.
+    fn drain_log(&mut self, log: &mut Lines) {
+        let Some(pipe) = self.log.as_mut() else { return };
+        while !log.ended {
+            let (lines, more) = log.read_some(pipe);
+            keep_log(&self.shared, lines);
+            if !more {
+                break;
             }
-            if state.log.len() == LOG_LINES {
-                state.log.pop_front();
-            }
-            state.log.push_back(line);
         }
     }
 
@@ -168,6 +193,7 @@ impl Watcher {
             }),
         };
         state.status = status.clone();
+        state.import_output = state.log.iter().cloned().collect();
         drop(state);
         self.shared.publish(match status {
             ServerStatus::Ready(ready) => ServerEvent::Ready(ready),
@@ -180,7 +206,8 @@ impl Watcher {
     fn finish(mut self, reported: Option<Report>, failed: Option<String>) {
         self.shared.lock().gone = true;
         let status = loop {
-            match self.child.wait() {
+            let Some(child) = self.child.as_mut() else { break None };
+            match child.wait() {
                 Ok(status) => break Some(status),
                 Err(error) if error.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => break None,
@@ -218,5 +245,26 @@ impl Watcher {
             self.shared.publish(ServerEvent::Failed(error));
         }
         self.shared.publish(ServerEvent::Exited(exit));
+    }
+}
+
+/// Keeps the log's last lines, each cut to its byte limit.
+fn keep_log(shared: &Shared, lines: Vec<String>) {
+    if lines.is_empty() {
+        return;
+    }
+    let mut state = shared.lock();
+    for mut line in lines {
+        if line.len() > LOG_LINE_BYTES {
+            let mut end = LOG_LINE_BYTES;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+        }
+        if state.log.len() == LOG_LINES {
+            state.log.pop_front();
+        }
+        state.log.push_back(line);
     }
 }
