@@ -6,6 +6,7 @@
 //! and its guards.
 
 mod backend;
+mod bounded;
 mod check;
 mod cli;
 mod conversation;
