@@ -79,12 +79,15 @@ struct State {
 }
 
 pub struct Conversation {
+    /// Its id in the bridge (approval ids carry it).
+    id: String,
     state: Mutex<State>,
     backend: Backend,
 }
 
 impl Conversation {
     pub fn new(
+        id: String,
         backend: Backend,
     ) -> (
         Arc<Conversation>,
@@ -92,6 +95,7 @@ impl Conversation {
     ) {
         let (startup, ready) = oneshot::channel();
         let conversation = Conversation {
+            id,
             state: Mutex::new(State {
                 session: Session::new(),
                 seq: 0,
