@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::fmt::Write;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -46,7 +47,11 @@ pub fn bounded(message: &str) -> Cow<'_, str> {
     while !message.is_char_boundary(end) {
         end -= 1;
     }
-    Cow::Owned(format!("{}… [cut: {} bytes in all]", &message[..end], message.len()))
+    Cow::Owned(format!(
+        "{}… [cut: {} bytes in all]",
+        &message[..end],
+        message.len()
+    ))
 }
 
 /// A response body as the bridge sends it: the Connect layer's, watched
@@ -55,7 +60,7 @@ pub enum BoundedBody {
     Watched {
         inner: ConnectRpcBody,
         /// Set for envelope-framed streams: where the error frame is.
-        envelopes: Option<Envelopes>,
+        envelopes: Option<Box<Envelopes>>,
         ready: VecDeque<Frame<Bytes>>,
         done: bool,
     },
@@ -63,7 +68,7 @@ pub enum BoundedBody {
 }
 
 impl BoundedBody {
-    fn watched(inner: ConnectRpcBody, envelopes: Option<Envelopes>) -> BoundedBody {
+    fn watched(inner: ConnectRpcBody, envelopes: Option<Box<Envelopes>>) -> BoundedBody {
         BoundedBody::Watched {
             inner,
             envelopes,
@@ -112,13 +117,21 @@ pub async fn bound_response(response: Response<ConnectRpcBody>) -> Response<Boun
             head.headers.remove(CONTENT_LENGTH);
             Response::from_parts(head, BoundedBody::Whole(Full::new(bytes)))
         }
-        Kind::ConnectStream => Response::from_parts(head, BoundedBody::watched(body, Some(Envelopes::new(0x02)))),
-        Kind::GrpcWeb => Response::from_parts(head, BoundedBody::watched(body, Some(Envelopes::new(0x80)))),
+        Kind::ConnectStream => Response::from_parts(
+            head,
+            BoundedBody::watched(body, Some(Box::new(Envelopes::new(0x02)))),
+        ),
+        Kind::GrpcWeb => Response::from_parts(
+            head,
+            BoundedBody::watched(body, Some(Box::new(Envelopes::new(0x80)))),
+        ),
         Kind::Grpc => {
             bound_grpc_message(&mut head.headers);
             Response::from_parts(head, BoundedBody::watched(body, None))
         }
-        Kind::ConnectUnary | Kind::Other => Response::from_parts(head, BoundedBody::watched(body, None)),
+        Kind::ConnectUnary | Kind::Other => {
+            Response::from_parts(head, BoundedBody::watched(body, None))
+        }
     }
 }
 
@@ -129,7 +142,11 @@ fn bound_error_json(bytes: &[u8], end_message: bool) -> Option<Bytes> {
         return None;
     }
     let mut json: Value = serde_json::from_slice(bytes).ok()?;
-    let error = if end_message { json.get_mut("error")? } else { &mut json };
+    let error = if end_message {
+        json.get_mut("error")?
+    } else {
+        &mut json
+    };
     let message = error.get_mut("message")?;
     let cut = match bounded(message.as_str()?) {
         Cow::Borrowed(_) => return None,
@@ -141,7 +158,9 @@ fn bound_error_json(bytes: &[u8], end_message: bool) -> Option<Bytes> {
 
 /// gRPC's `grpc-message` (percent-encoded) with its message bounded.
 fn bound_grpc_message(headers: &mut HeaderMap) {
-    let Some(value) = headers.get("grpc-message") else { return };
+    let Some(value) = headers.get("grpc-message") else {
+        return;
+    };
     if value.len() <= MAX_MESSAGE_BYTES {
         return;
     }
@@ -157,7 +176,11 @@ fn percent_decode(bytes: &[u8]) -> String {
     let mut i = 0;
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).and_then(|&b| hex(b)), bytes.get(i + 2).and_then(|&b| hex(b))) {
+        match (
+            bytes[i],
+            bytes.get(i + 1).and_then(|&b| hex(b)),
+            bytes.get(i + 2).and_then(|&b| hex(b)),
+        ) {
             (b'%', Some(high), Some(low)) => {
                 out.push((high * 16 + low) as u8);
                 i += 3;
@@ -178,7 +201,7 @@ fn percent_encode(text: &str) -> String {
         if (0x20..=0x7e).contains(&byte) && byte != b'%' {
             out.push(byte as char);
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            let _ = write!(out, "%{byte:02X}");
         }
     }
     out
@@ -195,7 +218,7 @@ fn bound_grpc_web_trailers(block: &[u8]) -> Option<Bytes> {
         match line.split_once(':') {
             Some((name, value)) if name.eq_ignore_ascii_case("grpc-message") => {
                 let message = percent_decode(value.trim().as_bytes());
-                out.push_str(&format!("{name}: {}\r\n", percent_encode(&bounded(&message))));
+                let _ = write!(out, "{name}: {}\r\n", percent_encode(&bounded(&message)));
             }
             _ => out.push_str(line),
         }
@@ -266,12 +289,18 @@ impl Envelopes {
                 break;
             }
             let flags = self.header[0];
-            let length = u32::from_be_bytes([self.header[1], self.header[2], self.header[3], self.header[4]]) as usize;
+            let length = u32::from_be_bytes([
+                self.header[1],
+                self.header[2],
+                self.header[3],
+                self.header[4],
+            ]) as usize;
             if flags & self.error_flag != 0 {
                 push_slice(out, &data, run, header_here);
                 run = i;
                 self.header.clear();
-                self.gathering = Some((flags, length, BytesMut::with_capacity(length.min(1 << 20))));
+                self.gathering =
+                    Some((flags, length, BytesMut::with_capacity(length.min(1 << 20))));
                 if length == 0 {
                     out.push_back(Frame::data(self.finish_error(flags)));
                 }
@@ -330,7 +359,10 @@ impl Body for BoundedBody {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let (inner, envelopes, ready, done) = match self.get_mut() {
             BoundedBody::Whole(full) => return Pin::new(full).poll_frame(cx),
             BoundedBody::Watched {
@@ -376,7 +408,9 @@ impl Body for BoundedBody {
     fn is_end_stream(&self) -> bool {
         match self {
             BoundedBody::Whole(full) => full.is_end_stream(),
-            BoundedBody::Watched { inner, ready, done, .. } => ready.is_empty() && (*done || inner.is_end_stream()),
+            BoundedBody::Watched {
+                inner, ready, done, ..
+            } => ready.is_empty() && (*done || inner.is_end_stream()),
         }
     }
 
@@ -385,7 +419,12 @@ impl Body for BoundedBody {
             BoundedBody::Whole(full) => full.size_hint(),
             // A rewritten error changes the length: only a body that is
             // never rewritten keeps its exact size.
-            BoundedBody::Watched { inner, envelopes: None, ready, .. } if ready.is_empty() => inner.size_hint(),
+            BoundedBody::Watched {
+                inner,
+                envelopes: None,
+                ready,
+                ..
+            } if ready.is_empty() => inner.size_hint(),
             BoundedBody::Watched { .. } => SizeHint::default(),
         }
     }
@@ -410,11 +449,14 @@ mod tests {
             envelopes.take(Bytes::copy_from_slice(chunk), &mut out);
         }
         envelopes.flush(&mut out);
-        out.into_iter().flat_map(|frame| frame.into_data().unwrap().to_vec()).collect()
+        out.into_iter()
+            .flat_map(|frame| frame.into_data().unwrap().to_vec())
+            .collect()
     }
 
     fn end_message(message: &str) -> Vec<u8> {
-        serde_json::to_vec(&serde_json::json!({"error": {"code": "not_found", "message": message}})).unwrap()
+        serde_json::to_vec(&serde_json::json!({"error": {"code": "not_found", "message": message}}))
+            .unwrap()
     }
 
     #[test]
@@ -451,14 +493,32 @@ mod tests {
     #[test]
     fn grpc_web_trailers_are_cut_and_grpc_messages_too() {
         let long = "é".repeat(2000);
-        let block = format!("grpc-status: 5\r\ngrpc-message: {}\r\n", percent_encode(&long));
+        let block = format!(
+            "grpc-status: 5\r\ngrpc-message: {}\r\n",
+            percent_encode(&long)
+        );
         let out = through(0x80, &envelope(0x80, block.as_bytes()), 7);
         let text = String::from_utf8(out[5..].to_vec()).unwrap();
-        assert!(text.starts_with("grpc-status: 5\r\ngrpc-message: "), "{text}");
-        let message = percent_decode(text.lines().nth(1).unwrap().trim_start_matches("grpc-message: ").as_bytes());
-        assert!(message.starts_with("éé") && message.ends_with(&format!("[cut: {} bytes in all]", long.len())));
+        assert!(
+            text.starts_with("grpc-status: 5\r\ngrpc-message: "),
+            "{text}"
+        );
+        let message = percent_decode(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .trim_start_matches("grpc-message: ")
+                .as_bytes(),
+        );
+        assert!(
+            message.starts_with("éé")
+                && message.ends_with(&format!("[cut: {} bytes in all]", long.len()))
+        );
         let mut headers = HeaderMap::new();
-        headers.insert("grpc-message", HeaderValue::from_str(&percent_encode(&long)).unwrap());
+        headers.insert(
+            "grpc-message",
+            HeaderValue::from_str(&percent_encode(&long)).unwrap(),
+        );
         bound_grpc_message(&mut headers);
         assert!(headers["grpc-message"].len() < 3 * MAX_MESSAGE_BYTES + 100);
     }
@@ -467,7 +527,10 @@ mod tests {
     fn echo_quotes_short_values_whole_and_long_ones_by_their_start() {
         assert_eq!(echo("c1"), "\"c1\"");
         let long = "x".repeat(1 << 20);
-        assert_eq!(echo(&long), format!("{:?}… (1048576 bytes)", "x".repeat(64)));
+        assert_eq!(
+            echo(&long),
+            format!("{:?}… (1048576 bytes)", "x".repeat(64))
+        );
         assert_eq!(bounded("fits"), "fits");
     }
 }

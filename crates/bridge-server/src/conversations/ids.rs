@@ -18,7 +18,10 @@ pub fn conversation_id(n: u64) -> String {
 
 /// Whether `id` has the form of a conversation id of this bridge.
 fn is_conversation_id(id: &str) -> bool {
-    id == DEFAULT_ID || id.strip_prefix('c').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    id == DEFAULT_ID
+        || id
+            .strip_prefix('c')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The bridge-wide id of a backend's `id` in `conversation`.
@@ -40,7 +43,10 @@ mod tests {
     #[test]
     fn a_bridge_wide_id_splits_back_and_a_backend_id_is_not_one() {
         for (conversation, own) in [("c3", "tool-approval-1"), ("default", "a/b"), ("c12", "x")] {
-            assert_eq!(split_bridge_wide(&bridge_wide(conversation, own)), Some((conversation, own)));
+            assert_eq!(
+                split_bridge_wide(&bridge_wide(conversation, own)),
+                Some((conversation, own))
+            );
         }
         for id in ["tool-approval-1", "c/x", "cx/1", "c1/", "/x", "other/x", ""] {
             assert_eq!(split_bridge_wide(id), None, "{id}");

@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bridge_prefork::{PreforkServer, ServerEvent, ServerSpec, ServerStatus, StartError, StartErrorKind};
+use bridge_prefork::{
+    PreforkServer, ServerEvent, ServerSpec, ServerStatus, StartError, StartErrorKind,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -90,10 +92,12 @@ impl Warm {
     /// bridge's start).
     pub async fn ready(&self, timeout: Duration) -> Result<(), Unavailable> {
         let server = self.current(None)?;
-        self.handshake(server, Instant::now() + timeout).await.map_err(|error| match error {
-            WarmError::Unavailable(why) => why,
-            WarmError::TimedOut(why) => Unavailable(why),
-        })
+        self.handshake(server, Instant::now() + timeout)
+            .await
+            .map_err(|error| match error {
+                WarmError::Unavailable(why) => why,
+                WarmError::TimedOut(why) => Unavailable(why),
+            })
     }
 
     /// The server to fork from: the current one, or a new one when the
@@ -131,15 +135,23 @@ impl Warm {
             .map_err(|e| WarmError::Unavailable(Unavailable(e.to_string())))?;
         match ready {
             Ok(_) => Ok(()),
-            Err(error) if error.kind == StartErrorKind::Timeout => Err(WarmError::TimedOut(format!(
-                "the prefork server did not get ready in time{}",
-                log_tail(&error)
-            ))),
+            Err(error) if error.kind == StartErrorKind::Timeout => {
+                Err(WarmError::TimedOut(format!(
+                    "the prefork server did not get ready in time{}",
+                    log_tail(&error)
+                )))
+            }
             Err(error) => {
-                let why = format!("the prefork server did not start ({}): {}{}", error.code(), error.message, log_tail(&error));
+                let why = format!(
+                    "the prefork server did not start ({}): {}{}",
+                    error.code(),
+                    error.message,
+                    log_tail(&error)
+                );
                 if matches!(error.kind, StartErrorKind::Refused(_)) {
                     let mut state = self.lock();
-                    if matches!(&*state, State::Serving(current) if current.supervisor_pid() == server.supervisor_pid()) {
+                    if matches!(&*state, State::Serving(current) if current.supervisor_pid() == server.supervisor_pid())
+                    {
                         eprintln!("agentlane-bridge: warm starts are off: {why}");
                         *state = State::Off(why.clone());
                     }
@@ -151,7 +163,10 @@ impl Warm {
 
     /// Forks one backend, ready to read, by `deadline`. A server found
     /// gone is replaced once.
-    pub async fn fork(&self, deadline: Instant) -> Result<(Backend, mpsc::Receiver<Output>), WarmError> {
+    pub async fn fork(
+        &self,
+        deadline: Instant,
+    ) -> Result<(Backend, mpsc::Receiver<Output>), WarmError> {
         let mut gone = None;
         loop {
             let server = self.current(gone).map_err(WarmError::Unavailable)?;
@@ -181,7 +196,11 @@ impl Warm {
 
 /// Starts a server under its supervisor; its unexpected exit is said on
 /// stderr.
-fn start_server(spec: &ServerSpec, term_grace: Duration, stopping: &Arc<AtomicBool>) -> Result<PreforkServer, Unavailable> {
+fn start_server(
+    spec: &ServerSpec,
+    term_grace: Duration,
+    stopping: &Arc<AtomicBool>,
+) -> Result<PreforkServer, Unavailable> {
     let stopping = stopping.clone();
     let observer = Box::new(move |event: &ServerEvent| {
         if let ServerEvent::Exited(exit) = event {
@@ -203,7 +222,11 @@ fn start_server(spec: &ServerSpec, term_grace: Duration, stopping: &Arc<AtomicBo
 }
 
 fn log_tail(error: &StartError) -> String {
-    error.log_tail.last().map(|line| format!(": {line}")).unwrap_or_default()
+    error
+        .log_tail
+        .last()
+        .map(|line| format!(": {line}"))
+        .unwrap_or_default()
 }
 
 /// The server's pid, for a message.
@@ -230,7 +253,9 @@ async fn fork_by(
     });
     match tokio::time::timeout_at(deadline, answered).await {
         Ok(Ok(forked)) => forked,
-        Ok(Err(_)) => Err(ForkFailure::Failed("the fork's thread ended without an answer".into())),
+        Ok(Err(_)) => Err(ForkFailure::Failed(
+            "the fork's thread ended without an answer".into(),
+        )),
         Err(_) => Err(ForkFailure::TimedOut),
     }
 }
