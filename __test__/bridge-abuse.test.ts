@@ -182,9 +182,12 @@ describe("agentlane-bridge: approval ids name one approval in the whole bridge",
     expect(pa.approvalId).toBe(idA);
     expect(pb.approvalId).toBe(idB);
     // A's id through B's conversation: refused, nothing resolved anywhere.
-    const crossed = await agent.approve({ id: idA, allowed: false, reason: "crossed", conversationId: b }).catch((e: unknown) => ConnectError.from(e));
-    expect(crossed.code).toBe(Code.InvalidArgument);
-    expect(crossed.rawMessage).toContain(`belongs to conversation "${a}"`);
+    const crossed = await agent.approve({ id: idA, allowed: false, reason: "crossed", conversationId: b }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(crossed?.code).toBe(Code.InvalidArgument);
+    expect(crossed?.rawMessage).toContain(`belongs to conversation "${a}"`);
     // Each answered by its own id; B's without naming its conversation.
     const resolvedB = await agentJson.approve({ id: idB, allowed: false, reason: `No, ${b}.` });
     const resolvedA = await agent.approve({ id: idA, allowed: true, conversationId: a });
