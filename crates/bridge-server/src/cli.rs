@@ -13,9 +13,10 @@ use crate::conversations::start::{Fallback, StartOptions};
 #[command(
     name = "agentlane-bridge",
     version,
-    about = "Hosts an AgentLane backend and serves it over Connect on 127.0.0.1",
-    long_about = "Hosts an AgentLane backend (python -m agentlane_process_bridge --app MODULE:FACTORY) and serves \
-its conversation over Connect (HTTP/1.1, JSON or binary proto) on 127.0.0.1.\n\n\
+    about = "Hosts AgentLane backends, one per conversation, and serves them over Connect on 127.0.0.1",
+    long_about = "Hosts AgentLane backends (python -m agentlane_process_bridge --app MODULE:FACTORY), one per \
+conversation, and serves them over Connect (HTTP/1.1, JSON or binary proto) on 127.0.0.1: the default \
+conversation it starts with, and those ConversationService creates.\n\n\
 On success it writes one line on stdout, `agentlane-bridge ready {json}` (url, port, pid, tokenFile), \
 or `agentlane-bridge failed {json}` and exits 1. Every call needs `Authorization: Bearer <token>` \
 (the token file's content). Closing its stdin, SIGTERM, SIGINT or the Shutdown call stop it.",
