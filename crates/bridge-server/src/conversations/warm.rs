@@ -173,7 +173,12 @@ impl Warm {
             self.handshake(server.clone(), deadline).await?;
             match fork_by(server.clone(), self.term_grace, deadline).await {
                 Ok(started) => return Ok(started),
-                Err(ForkFailure::ServerGone(_)) if gone.is_none() => gone = Some(server.supervisor_pid()),
+                // Replaced only once it has really exited: a server that
+                // refuses a fork for another reason keeps serving the
+                // others (this start falls back or fails).
+                Err(ForkFailure::ServerGone(_)) if gone.is_none() && exited(&server, deadline).await => {
+                    gone = Some(server.supervisor_pid())
+                }
                 Err(ForkFailure::TimedOut) => {
                     return Err(WarmError::TimedOut(format!(
                         "the prefork server did not fork the backend within the ready timeout (is it stopped?){}",
@@ -227,6 +232,18 @@ fn log_tail(error: &StartError) -> String {
         .last()
         .map(|line| format!(": {line}"))
         .unwrap_or_default()
+}
+
+/// Whether `server` has exited, waiting a little for its exit to be
+/// reaped (its channel ends first) but not past `deadline`.
+async fn exited(server: &PreforkServer, deadline: Instant) -> bool {
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .min(Duration::from_millis(500));
+    let server = server.clone();
+    tokio::task::spawn_blocking(move || server.wait_exit(Some(wait)).is_some())
+        .await
+        .unwrap_or(false)
 }
 
 /// The server's pid, for a message.
