@@ -62,7 +62,7 @@ describe("agentlane-bridge: clients in other languages run the two-step check", 
   });
 });
 
-/** The top-level tests of clients/go; each must run and pass (a test that vanished fails here too). */
+/** The top-level tests of clients/go (both packages); each must run and pass (a test that vanished fails here too). */
 const goLibraryTests = [
   "TestDemoConversationApprovedByTheHandler",
   "TestConcurrentApprovals",
@@ -76,6 +76,9 @@ const goLibraryTests = [
   "TestWarmConversationWithAnApproval",
   "TestHostileWire",
   "TestConfigureFailureOfGarbage",
+  "TestReadyTimeoutOption",
+  "TestSharedHandlerTellsConversationsApart",
+  "TestOldImportPathIsTheSameLibrary",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

@@ -15,7 +15,7 @@
  * backend. The tests run in order on the same bridge; the last one
  * SIGKILLs it.
  */
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { dirname } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -24,14 +24,17 @@ import {
   AgentService,
   approval,
   collect,
+  descendants,
   eventually,
   gone,
   groupMembers,
   record,
   scenarioArgs,
   start,
+  stat,
   Subscription,
   subscribedTo,
+  survivors,
   type Bridge,
   type Collected,
 } from "./bridge-harness";
@@ -41,54 +44,6 @@ const BIG = 20_000_000;
 
 /** A marker only conversation `i`'s prompts contain (no marker is inside another). */
 const marker = (i: number) => `m${String(i).padStart(2, "0")}q`;
-
-function safeRead(path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch {
-    return "";
-  }
-}
-
-/** A process as /proc shows it: its parent, its state, its start time (to tell a reused pid). */
-function stat(pid: number): { ppid: number; state: string; start: string } | undefined {
-  const text = safeRead(`/proc/${pid}/stat`);
-  if (!text) return undefined;
-  // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime …
-  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return { ppid: Number(fields[1]), state: fields[0], start: fields[19] };
-}
-
-/** Every live descendant of `root` (by the parent chain), with its start time. */
-function descendants(root: number): Map<number, string> {
-  const parents = new Map<number, number>();
-  const starts = new Map<number, string>();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    const s = stat(Number(name));
-    if (!s || s.state === "Z") continue;
-    parents.set(Number(name), s.ppid);
-    starts.set(Number(name), s.start);
-  }
-  const found = new Map<number, string>();
-  for (const pid of parents.keys()) {
-    for (let p = parents.get(pid); p !== undefined && p > 1; p = parents.get(p)) {
-      if (p === root) {
-        found.set(pid, starts.get(pid)!);
-        break;
-      }
-    }
-  }
-  return found;
-}
-
-/** The processes of `recorded` that still live (same pid, same start time, not a zombie). */
-function survivors(recorded: Map<number, string>): number[] {
-  return [...recorded].filter(([pid, start]) => {
-    const s = stat(pid);
-    return s !== undefined && s.state !== "Z" && s.start === start;
-  }).map(([pid]) => pid);
-}
 
 /**
  * A backend's processes: its process group and, for a warm fork, its

@@ -269,7 +269,7 @@ describe("agentlane-bridge: lifecycle", () => {
     const agent: any = bridge.client(AgentService);
     const subscriber = new Subscription(bridge);
     const run = collect(agent.prompt({ text: "slow 30" }), (e) => {
-      if (e.type === "run_start") process.kill(bridge.info.backend.pid, "SIGKILL");
+      if (e.type === "run_start") process.kill(bridge.info.backend!.pid, "SIGKILL");
     });
     const result = await run;
     expect(result.error?.code).toBe(Code.Unavailable);
@@ -314,13 +314,13 @@ describe("agentlane-bridge: lifecycle", () => {
     expect(subscriber.error).toBeUndefined();
     expect(subscriber.events.at(-1)!.type).toBe("shutdown");
     expect(await bridge.exited).toEqual({ code: 0, signal: null });
-    expect(await gone(bridge.info.backend.pid)).toBe(true);
+    expect(await gone(bridge.info.backend!.pid)).toBe(true);
     expect(existsSync(dirname(bridge.info.tokenFile))).toBe(false);
   });
 
   it("Shutdown escalates to SIGKILL of the whole group when the backend and its child ignore it", async () => {
     const bridge = await start(["--app", "x:y", "--", "python3", join(backendsDir, "stubborn_group.py")]);
-    const pgid = bridge.info.backend.pid;
+    const pgid = bridge.info.backend!.pid;
     // The backend's stderr comes through the bridge's, on its own pipe.
     await eventually(() => bridge.stderr.some((l) => l.startsWith("child ")), "the child's pid on stderr");
     const child = Number(/^child (\d+)$/.exec(bridge.stderr.find((l) => l.startsWith("child "))!)![1]);
@@ -341,7 +341,7 @@ describe("agentlane-bridge: lifecycle", () => {
       else bridge.child.kill(how);
       const exit = await bridge.exited;
       expect(exit).toEqual(how === "SIGKILL" ? { code: null, signal: "SIGKILL" } : { code: 0, signal: null });
-      expect(await gone(bridge.info.backend.pid), `the backend outlived the bridge (${how})`).toBe(true);
+      expect(await gone(bridge.info.backend!.pid), `the backend outlived the bridge (${how})`).toBe(true);
       // A SIGKILLed bridge cannot remove its token folder; the test does.
       if (how === "SIGKILL") rmSync(dirname(bridge.info.tokenFile), { recursive: true, force: true });
     }

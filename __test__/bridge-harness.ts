@@ -4,8 +4,11 @@
  * started and spoken to with the Node example's own module
  * (examples/clients/node/bridge.mjs), over connect-es.
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { ConnectError } from "@connectrpc/connect";
 import { startBridge, type Bridge, type StartOptions } from "../examples/clients/node/bridge.mjs";
 import { AgentService, BridgeControlService } from "../examples/clients/node/gen/agentlane/bridge/v1/bridge_pb.js";
@@ -41,21 +44,24 @@ export function start(args: string[], options: StartOptions = {}): Promise<Bridg
   return startBridge(args, { bridge: bridgeBinary, ...options });
 }
 
-/** A parsed backend event with its stream position (`json`: its exact line; null when it came in a batch). */
+/** A parsed backend event with its stream position (`json`: its exact line; null when it came in a batch; `approvalId`: the item's, if any). */
 export interface Seen {
   seq: bigint;
   type: string;
   json: string | null;
   event: any;
+  approvalId?: string;
 }
 
-type Event = { seq: bigint; type: string; json: string };
+type Event = { seq: bigint; type: string; json: string; approvalId?: string };
 type Item = {
   item: { case: "event"; value: Event } | { case: "invalidLine"; value: any } | { case: "batch"; value: { firstSeq: bigint; json: string } } | { case: undefined };
 };
 
-function seen(value: { seq: bigint; type: string; json: string }): Seen {
-  return { seq: value.seq, type: value.type, json: value.json, event: JSON.parse(value.json) };
+function seen(value: Event): Seen {
+  const event: Seen = { seq: value.seq, type: value.type, json: value.json, event: JSON.parse(value.json) };
+  if (value.approvalId) event.approvalId = value.approvalId;
+  return event;
 }
 
 /** What a stream delivered and how it ended (`error` undefined: ended OK). */
@@ -200,7 +206,6 @@ function safeRead(path: string): string {
 
 /** The pids of the live processes in a process group. */
 export function groupMembers(pgid: number): number[] {
-  const { readdirSync } = require("node:fs") as typeof import("node:fs");
   const members: number[] = [];
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
@@ -211,3 +216,95 @@ export function groupMembers(pgid: number): number[] {
   }
   return members;
 }
+
+/** A process as /proc shows it: its parent, its state, its start time (to tell a reused pid). */
+export function stat(pid: number): { ppid: number; state: string; start: string } | undefined {
+  const text = safeRead(`/proc/${pid}/stat`);
+  if (!text) return undefined;
+  // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime …
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { ppid: Number(fields[1]), state: fields[0], start: fields[19] };
+}
+
+/** Every live descendant of `root` (by the parent chain), with its start time. */
+export function descendants(root: number): Map<number, string> {
+  const parents = new Map<number, number>();
+  const starts = new Map<number, string>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    const s = stat(Number(name));
+    if (!s || s.state === "Z") continue;
+    parents.set(Number(name), s.ppid);
+    starts.set(Number(name), s.start);
+  }
+  const found = new Map<number, string>();
+  for (const pid of parents.keys()) {
+    for (let p = parents.get(pid); p !== undefined && p > 1; p = parents.get(p)) {
+      if (p === root) {
+        found.set(pid, starts.get(pid)!);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+/** The processes of `recorded` that still live (same pid, same start time, not a zombie). */
+export function survivors(recorded: Map<number, string>): number[] {
+  return [...recorded]
+    .filter(([pid, start]) => {
+      const s = stat(pid);
+      return s !== undefined && s.state !== "Z" && s.start === start;
+    })
+    .map(([pid]) => pid);
+}
+
+/** The command line of a process ("" once it is gone). */
+export function commandLine(pid: number): string {
+  return safeRead(`/proc/${pid}/cmdline`).split("\0").join(" ");
+}
+
+/** One outcome of the Python standard-library client (__test__/fixtures/bridge_stdlib.py). */
+export interface StdlibOutcome {
+  status?: number;
+  body?: any;
+  bytes?: number;
+  elapsedMs: number;
+  gaveUp?: boolean;
+  items?: any[];
+  end?: any;
+}
+
+/**
+ * Calls the bridge from Python (the standard library only, written from
+ * the Connect protocol): `repeat` unary calls at once, each its own
+ * connection; `giveUpAfter` (seconds) closes a connection that has no
+ * answer by then, `connectTimeoutMs` sends Connect's deadline header.
+ * `stream` reads a server stream to its end instead; `sentFile` is created
+ * once every request is written.
+ */
+export async function stdlib(
+  bridge: Bridge,
+  method: string,
+  body: unknown,
+  options: { repeat?: number; giveUpAfter?: number; connectTimeoutMs?: number; stream?: boolean; sentFile?: string } = {},
+): Promise<StdlibOutcome[]> {
+  const dir = mkdtempSync(join(tmpdir(), "bridge-stdlib-"));
+  try {
+    const file = join(dir, "body.json");
+    writeFileSync(file, JSON.stringify(body));
+    const args = [stdlibClient, options.stream ? "stream" : "call", "--url", bridge.info.url, "--token-file", bridge.info.tokenFile];
+    args.push("--method", `agentlane.bridge.v1.${method}`, "--body", `@${file}`, "--repeat", String(options.repeat ?? 1));
+    if (options.giveUpAfter !== undefined) args.push("--give-up-after", String(options.giveUpAfter));
+    if (options.connectTimeoutMs !== undefined) args.push("--connect-timeout-ms", String(options.connectTimeoutMs));
+    if (options.sentFile !== undefined) args.push("--sent-file", options.sentFile);
+    const { stdout } = await run("python3", args, { maxBuffer: 256 * 1024 * 1024, timeout: 600_000 });
+    const parsed = JSON.parse(stdout);
+    return Array.isArray(parsed) ? parsed : [parsed];
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const stdlibClient = join(__dirname, "fixtures", "bridge_stdlib.py");
+const run = promisify(execFile);

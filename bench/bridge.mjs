@@ -20,9 +20,10 @@
 // 3. A 20 MB event (a tool_end with a 20 MB string result): request to the
 //    event received and parsed; the bridge over proto and over JSON.
 // 4. The bridge's peak RSS (VmHWM) after all of the above, and its RSS idle.
-// 5.–7. Many conversations in one bridge (bench/bridge/conversations.mjs):
+// 5.–8. Many conversations in one bridge (bench/bridge/conversations.mjs):
 //    CreateConversation → ready warm and cold; 100 created at once; 1 and 2
-//    per conversation with 1 and with 20 conversations active.
+//    per conversation with 1 and with 20 conversations active; 20 cold
+//    creates at once with the start slots and without.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -32,7 +33,7 @@ import { median } from "./harness.mjs";
 import { smallStream, toolEnd } from "./lines.mjs";
 import { loadavg } from "node:os";
 import { startBridge } from "../examples/clients/node/bridge.mjs";
-import { createAndMany, perConversation } from "./bridge/conversations.mjs";
+import { coldBurst, createAndMany, perConversation } from "./bridge/conversations.mjs";
 import { AgentService } from "../examples/clients/node/gen/agentlane/bridge/v1/bridge_pb.js";
 
 const require = createRequire(import.meta.url);
@@ -252,9 +253,10 @@ channel.shutdown();
 await bridge.stop();
 await subscription.close();
 
-// 5.–7. On bridges of their own, one at a time.
+// 5.–8. On bridges of their own, one at a time.
 if (wanted(5) || wanted(6)) report.push(...(await createAndMany({ root, bridgeBinary: BRIDGE, create: wanted(5), burst: wanted(6) })));
 if (wanted(7)) report.push(...(await perConversation({ root, bridgeBinary: BRIDGE, dir, events: EVENTS })));
+if (wanted(8)) report.push(...(await coldBurst({ root, bridgeBinary: BRIDGE })));
 report.push(`load average at the end ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 console.log(report.join("\n"));
 rmSync(dir, { recursive: true, force: true });

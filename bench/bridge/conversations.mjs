@@ -317,3 +317,64 @@ export async function perConversation({ root, bridgeBinary, dir, events, active 
   }
   return report;
 }
+
+/** When a process started, in ms since the epoch (/proc: boot time + its start in clock ticks). */
+const bootMs = Number(/^btime (\d+)$/m.exec(safeRead("/proc/stat"))[1]) * 1000;
+const startedAtMs = (pid) => bootMs + (Number(statFields(pid)[19]) * 1000) / 100; // USER_HZ: 100 on Linux
+
+/**
+ * 8. Cold creates at once (issue 30): the demo backend, `count`
+ * `CreateConversation` calls in flight together on a bridge of their own,
+ * with the start slots (`--max-concurrent-starts`, the default here) and
+ * with no limit (`0`), rounds alternating which goes first. Per create:
+ * when its answer came, and its backend's own spawn → ready (the answer's
+ * time less the process's start time in /proc: what the ready timeout
+ * bounds).
+ */
+export async function coldBurst({ root, bridgeBinary, count = 20, rounds = 2 }) {
+  const modes = { slots: [], unlimited: [] };
+  let slots;
+  const loads = [load()];
+  for (let round = 0; round < rounds; round++) {
+    for (const mode of round % 2 ? ["unlimited", "slots"] : ["slots", "unlimited"]) {
+      const extra = mode === "slots" ? [] : ["--max-concurrent-starts", "0"];
+      const bridge = await startBridge(demoArgs(root, "--no-default-conversation", "--max-conversations", String(count), "--ready-timeout-ms", "300000", ...extra), {
+        bridge: bridgeBinary,
+      });
+      if (mode === "slots") slots = bridge.info.conversations.maxConcurrentStarts;
+      const conversations = bridge.client(ConversationService);
+      try {
+        const begun = Date.now();
+        const created = await Promise.all(
+          Array.from({ length: count }, async () => {
+            const { conversation } = await conversations.createConversation({ startMode: StartMode.COLD });
+            const at = Date.now();
+            return { id: conversation.id, answered: at - begun, own: at - startedAtMs(conversation.backendPid) };
+          }),
+        );
+        modes[mode].push(created);
+        await Promise.all(created.map((c) => conversations.closeConversation({ id: c.id })));
+      } finally {
+        await bridge.stop();
+      }
+      loads.push(load());
+    }
+  }
+  const row = (name, runs) => {
+    const per = (pick) => median(runs.map(pick));
+    const answered = (run) => run.map((c) => c.answered);
+    const own = (run) => run.map((c) => c.own);
+    return `| ${name} | ${fmt(per((r) => Math.min(...answered(r))))} ms | ${fmt(per((r) => median(answered(r))))} ms | ${fmt(per((r) => Math.max(...answered(r))))} ms | ${fmt(per((r) => median(own(r))))} ms | **${fmt(per((r) => Math.max(...own(r))))} ms** |`;
+  };
+  return [
+    `### 8. ${count} cold CreateConversation calls at once (the demo backend; ${rounds} rounds, alternating; medians over the rounds)`,
+    "",
+    "| start slots | first answer | median answer | all answered | a backend's spawn → ready, median | longest spawn → ready |",
+    "| --- | ---: | ---: | ---: | ---: | ---: |",
+    row(`${slots} (the default: the cores, at least 2)`, modes.slots),
+    row("no limit (`--max-concurrent-starts 0`)", modes.unlimited),
+    "",
+    `load average (1 min): ${loads.join(", ")}`,
+    "",
+  ];
+}

@@ -10,14 +10,14 @@
 //! end of its control socket closes, the bridge's death included.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bridge_core::reader::{spawn_reader, Batch, BatchSink, ReaderOptions, StreamKind};
-use bridge_prefork::{PreforkServer, Report};
+use bridge_prefork::{ForkError, PreforkServer, Report};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
@@ -43,6 +43,26 @@ impl std::fmt::Display for ExitStatus {
             (Some(code), _) => write!(f, "status {code}"),
             (None, Some(signal)) => write!(f, "signal {signal}"),
             (None, None) => f.write_str("an unknown status"),
+        }
+    }
+}
+
+/// Why a warm fork gave no backend.
+#[derive(Debug)]
+pub enum ForkFailure {
+    /// The prefork server has gone (or is not there): a new one may serve.
+    ServerGone(String),
+    /// The server is there but this fork failed.
+    Failed(String),
+    /// No start report before the deadline (a server that does not fork).
+    TimedOut,
+}
+
+impl std::fmt::Display for ForkFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ForkFailure::ServerGone(why) | ForkFailure::Failed(why) => f.write_str(why),
+            ForkFailure::TimedOut => f.write_str("the prefork server did not fork it in time"),
         }
     }
 }
@@ -137,38 +157,61 @@ impl Backend {
     }
 
     /// Forks a backend from the prefork server: blocks until its supervisor
-    /// reports it started (or failed). Its exit comes from the control
-    /// socket, which the bridge holds until then.
+    /// reports it started (or failed), at most until `deadline` (a stopped
+    /// server answers nothing). Its exit comes from the control socket,
+    /// which the bridge holds until then; a fork given up on has its
+    /// control socket closed, so that its supervisor ends it should the
+    /// server fork it later.
     pub fn fork(
         server: &PreforkServer,
         term_grace: Duration,
-    ) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
-        let mut conversation = server
-            .start_conversation(term_grace)
-            .map_err(|error| std::io::Error::other(format!("the prefork server: {error}")))?;
-        let pid = match conversation.control.next_report()? {
-            Some(Report::Started { pid, .. }) => pid,
-            Some(Report::Failed { message, .. }) => {
-                return Err(std::io::Error::other(format!("the fork failed: {message}")))
+        deadline: Instant,
+    ) -> Result<(Backend, mpsc::Receiver<Output>), ForkFailure> {
+        let mut conversation = server.start_conversation(term_grace).map_err(|error| match error {
+            ForkError::Unavailable(_) | ForkError::NotReady => ForkFailure::ServerGone(error.to_string()),
+            ForkError::Io(_) => ForkFailure::Failed(error.to_string()),
+        })?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ForkFailure::TimedOut);
+        }
+        let failed = |error: std::io::Error| ForkFailure::Failed(format!("its control socket: {error}"));
+        conversation.control.socket().set_read_timeout(Some(left)).map_err(failed)?;
+        let pid = match conversation.control.next_report() {
+            Ok(Some(Report::Started { pid, .. })) => pid,
+            Ok(Some(Report::Failed { message, .. })) => {
+                return Err(ForkFailure::Failed(format!("the prefork server could not fork it: {message}")))
             }
-            other => {
-                return Err(std::io::Error::other(format!(
-                    "the fork's supervisor ended before it started ({other:?})"
+            Ok(other) => {
+                return Err(ForkFailure::Failed(format!(
+                    "the prefork server did not set the fork up: its supervisor ended without a start report ({})",
+                    match other {
+                        None => "its control socket closed".to_owned(),
+                        Some(report) => format!("{report:?}"),
+                    }
                 )))
             }
+            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(ForkFailure::TimedOut)
+            }
+            Err(error) => return Err(failed(error)),
         };
+        conversation.control.socket().set_read_timeout(None).map_err(failed)?;
+        let spawned = |error: std::io::Error| ForkFailure::Failed(format!("cannot start its threads: {error}"));
         let (sender, receiver) = mpsc::channel(4);
         spawn_reader(
             conversation.stdout,
             ReaderOptions::new(StreamKind::Events),
             Forward(sender.clone(), StreamKind::Events),
-        )?;
+        )
+        .map_err(spawned)?;
         spawn_reader(
             conversation.stderr,
             ReaderOptions::new(StreamKind::Text),
             Forward(sender.clone(), StreamKind::Text),
-        )?;
-        let frames = spawn_writer(conversation.stdin)?;
+        )
+        .map_err(spawned)?;
+        let frames = spawn_writer(conversation.stdin).map_err(spawned)?;
         let mut control = conversation.control;
         std::thread::Builder::new()
             .name("bridge-warm-wait".into())
@@ -187,7 +230,8 @@ impl Backend {
                 }
                 let _ = sender.blocking_send(Output::Exited(status));
                 // `control` drops here: the supervisor has nothing left to end.
-            })?;
+            })
+            .map_err(spawned)?;
         Ok((
             Backend {
                 pid,
@@ -200,6 +244,11 @@ impl Backend {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// SIGKILL to the whole group: a start given up on.
+    pub fn kill(&self) {
+        self.signal_group(Some(Signal::SIGKILL));
     }
 
     /// Queues a frame for the backend's stdin; frames are written in queue

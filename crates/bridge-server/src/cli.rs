@@ -1,20 +1,22 @@
 //! The command line.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::backend::Launch;
-use crate::conversations::start::WarmFailure;
+use crate::conversations::start::{Fallback, StartOptions};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "agentlane-bridge",
     version,
-    about = "Hosts an AgentLane backend and serves it over Connect on 127.0.0.1",
-    long_about = "Hosts an AgentLane backend (python -m agentlane_process_bridge --app MODULE:FACTORY) and serves \
-its conversation over Connect (HTTP/1.1, JSON or binary proto) on 127.0.0.1.\n\n\
+    about = "Hosts AgentLane backends, one per conversation, and serves them over Connect on 127.0.0.1",
+    long_about = "Hosts AgentLane backends (python -m agentlane_process_bridge --app MODULE:FACTORY), one per \
+conversation, and serves them over Connect (HTTP/1.1, JSON or binary proto) on 127.0.0.1: the default \
+conversation it starts with, and those ConversationService creates.\n\n\
 On success it writes one line on stdout, `agentlane-bridge ready {json}` (url, port, pid, tokenFile), \
 or `agentlane-bridge failed {json}` and exits 1. Every call needs `Authorization: Bearer <token>` \
 (the token file's content). Closing its stdin, SIGTERM, SIGINT or the Shutdown call stop it.",
@@ -43,7 +45,8 @@ pub struct ServeArgs {
     /// The backend's working directory (where its module is importable).
     #[arg(long, value_name = "DIR")]
     pub project_dir: Option<PathBuf>,
-    /// The Python interpreter that has the `agentlane` package.
+    /// The Python interpreter that has the `agentlane` package (a relative
+    /// path is relative to this command's working directory).
     #[arg(long, value_name = "PYTHON", default_value = "python3")]
     pub python: OsString,
     /// The port on 127.0.0.1; 0 picks a free one.
@@ -53,9 +56,15 @@ pub struct ServeArgs {
     /// process group is signalled (SIGTERM, then SIGKILL).
     #[arg(long, value_name = "MS", default_value_t = 1500)]
     pub grace_ms: u64,
-    /// How long to wait for the backend's `ready` event.
+    /// How long a backend may take from its spawn (or fork) to its `ready`
+    /// event (a cold start queued for a start slot waits before its spawn).
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub ready_timeout_ms: u64,
+    /// How many cold backends may be starting at once (importing Python and
+    /// the app); the others wait in order for a slot. 0: no limit.
+    /// Default: the number of cores, at least 2.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_starts: Option<usize>,
     /// Do not treat end of file on stdin as the launcher's death.
     #[arg(long)]
     pub ignore_stdin: bool,
@@ -74,11 +83,18 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_default_conversation: bool,
     /// Start conversations warm: forked from one prefork server that
-    /// imported the app once (Unix; needs `process-bridge-supervisor`).
+    /// imported the app once (Unix; needs `process-bridge-supervisor`). A
+    /// server that dies is replaced on the next warm start.
     #[arg(long)]
     pub warm: bool,
+    /// What a warm start that cannot be made does: `cold` starts the
+    /// backend cold instead (said on stderr), `error` fails it
+    /// (`unavailable`; at the bridge's start, its `failed` line).
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = Fallback::Cold)]
+    pub warm_fallback: Fallback,
     /// The `process-bridge-supervisor` for `--warm` (default:
-    /// $PROCESS_BRIDGE_SUPERVISOR, else the one beside this binary).
+    /// $PROCESS_BRIDGE_SUPERVISOR, else the one beside this binary, else
+    /// the one on PATH).
     #[arg(long, value_name = "PATH")]
     pub supervisor: Option<PathBuf>,
     /// A launcher to run Python with instead of `--python`, for example
@@ -88,28 +104,47 @@ pub struct ServeArgs {
     pub launcher: Vec<OsString>,
 }
 
+/// The supervisor's file name.
+const SUPERVISOR: &str = "process-bridge-supervisor";
+
 impl ServeArgs {
-    /// The supervisor warm starts need, when `--warm` was given.
-    pub fn warm_supervisor(&self) -> Result<Option<PathBuf>, WarmFailure> {
-        if !self.warm {
-            return Ok(None);
+    /// How backends start: the supervisor warm starts need when `--warm`
+    /// was given (or why there is none), the fallback, the start slots.
+    pub fn start_options(&self) -> StartOptions {
+        StartOptions {
+            warm: self.warm.then(|| self.warm_supervisor()),
+            fallback: self.warm_fallback,
+            max_concurrent_starts: match self.max_concurrent_starts {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => Some(std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)),
+            },
+            term_grace: Duration::from_millis(self.grace_ms),
+            ready_timeout: Duration::from_millis(self.ready_timeout_ms),
+        }
+    }
+
+    /// `--supervisor`, else $PROCESS_BRIDGE_SUPERVISOR, else the one beside
+    /// this binary, else the one on PATH.
+    fn warm_supervisor(&self) -> Result<PathBuf, String> {
+        if let Some(given) = self.supervisor.as_ref().map(|p| from_here(p.as_os_str()).into()) {
+            return executable(given, "--supervisor");
+        }
+        if let Some(given) = std::env::var_os("PROCESS_BRIDGE_SUPERVISOR") {
+            return executable(from_here(&given).into(), "$PROCESS_BRIDGE_SUPERVISOR");
         }
         let beside = std::env::current_exe()
             .ok()
-            .and_then(|exe| exe.parent().map(|dir| dir.join("process-bridge-supervisor")));
-        let path = self
-            .supervisor
-            .clone()
-            .or_else(|| std::env::var_os("PROCESS_BRIDGE_SUPERVISOR").map(PathBuf::from))
-            .or(beside)
-            .ok_or_else(|| WarmFailure("--warm: no process-bridge-supervisor found".into()))?;
-        if !path.is_file() {
-            return Err(WarmFailure(format!(
-                "--warm needs process-bridge-supervisor, not found at {} (pass --supervisor PATH)",
-                path.display()
-            )));
-        }
-        Ok(Some(path))
+            .and_then(|exe| exe.parent().map(|dir| dir.join(SUPERVISOR)));
+        let on_path = std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).map(|dir| dir.join(SUPERVISOR)).collect::<Vec<_>>())
+            .unwrap_or_default();
+        beside.iter().chain(on_path.iter()).find(|path| is_executable(path)).cloned().ok_or_else(|| {
+            format!(
+                "--warm needs {SUPERVISOR}: none beside {} nor on PATH (install it with `cargo install --path crates/bridge-supervisor`, or pass --supervisor PATH)",
+                beside.as_deref().map_or("this binary".into(), |p| p.display().to_string())
+            )
+        })
     }
 
     pub fn launch(&self) -> Launch {
@@ -120,7 +155,7 @@ impl ServeArgs {
         args.extend(["-m", "agentlane_process_bridge", "--app"].map(OsString::from));
         args.push(self.app.clone().into());
         Launch {
-            program,
+            program: from_here(&program),
             args,
             cwd: self.project_dir.clone(),
         }
@@ -139,8 +174,15 @@ impl ServeArgs {
             "--ready-timeout-ms".into(),
             self.ready_timeout_ms.to_string().into(),
         ]);
+        if let Some(n) = self.max_concurrent_starts {
+            args.extend(["--max-concurrent-starts".into(), n.to_string().into()]);
+        }
         if self.warm {
-            args.push("--warm".into());
+            args.extend(["--warm".into(), "--warm-fallback".into()]);
+            args.push(match self.warm_fallback {
+                Fallback::Cold => "cold".into(),
+                Fallback::Error => "error".into(),
+            });
         }
         if let Some(supervisor) = &self.supervisor {
             args.extend(["--supervisor".into(), supervisor.clone().into_os_string()]);
@@ -163,4 +205,32 @@ pub struct CheckArgs {
     /// Only run step 1 (no conversation).
     #[arg(long)]
     pub step1_only: bool,
+}
+
+/// A program path as the user meant it: a relative one with a directory
+/// part (`.venv/bin/python`) is relative to this command's working
+/// directory, not to `--project-dir` where the backend runs; a bare name
+/// is looked up on PATH as given.
+fn from_here(program: &std::ffi::OsStr) -> OsString {
+    let path = Path::new(program);
+    if path.is_absolute() || path.components().count() < 2 {
+        return program.to_owned();
+    }
+    match std::env::current_dir() {
+        Ok(here) => here.join(path).into_os_string(),
+        Err(_) => program.to_owned(),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn executable(path: PathBuf, from: &str) -> Result<PathBuf, String> {
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(format!("{from} names {}, which is not an executable {SUPERVISOR}", path.display()))
+    }
 }

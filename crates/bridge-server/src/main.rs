@@ -1,11 +1,12 @@
-//! `agentlane-bridge`: hosts one AgentLane backend (one conversation) and
-//! serves it over Connect on 127.0.0.1, so that a program in any language
+//! `agentlane-bridge`: hosts AgentLane backends, one per conversation, and
+//! serves them over Connect on 127.0.0.1, so that a program in any language
 //! drives the agent, approvals included. The host loop (framing, strict
 //! validation, command encoding, correlation) is bridge-core's; this crate
 //! adds the process, the network contract (`proto/agentlane/bridge/v1/`)
 //! and its guards.
 
 mod backend;
+mod bounded;
 mod check;
 mod cli;
 mod conversation;

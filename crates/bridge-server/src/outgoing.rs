@@ -34,12 +34,16 @@ impl AsRef<[u8]> for LineOwner {
     }
 }
 
-/// The proto3 JSON form of `BridgeEvent` (`seq` as a string).
+/// The proto3 JSON form of `BridgeEvent` (`seq` as a string; an empty
+/// `approvalId` left out).
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct JsonEvent<'a> {
     seq: String,
     r#type: &'a str,
     json: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_id: Option<&'a str>,
 }
 
 /// The proto3 JSON form of a stream message (camelCase names).
@@ -66,10 +70,12 @@ fn json_event(item: &Item) -> Option<JsonEvent<'_>> {
             seq,
             event_type,
             line,
+            approval_id,
         } => Some(JsonEvent {
             seq: seq.to_string(),
             r#type: event_type.as_str(),
             json: line.as_str(),
+            approval_id: approval_id.as_deref(),
         }),
         Item::Invalid { .. } => None,
     }
@@ -81,10 +87,12 @@ fn event_view(item: &Item) -> Option<BridgeEventView<'_>> {
             seq,
             event_type,
             line,
+            approval_id,
         } => Some(BridgeEventView {
             seq: *seq,
             r#type: event_type.as_str(),
             json: line.as_str(),
+            approval_id: approval_id.as_deref().unwrap_or_default(),
             ..Default::default()
         }),
         Item::Invalid { .. } => None,
@@ -126,10 +134,12 @@ fn owned_item(item: &Item) -> OwnedItem {
             seq,
             event_type,
             line,
+            approval_id,
         } => OwnedItem::Event(pb::BridgeEvent {
             seq: *seq,
             r#type: event_type.as_str().into(),
             json: line.to_string(),
+            approval_id: approval_id.as_deref().unwrap_or_default().into(),
             ..Default::default()
         }),
         Item::Invalid {
@@ -351,11 +361,19 @@ mod tests {
                 seq: 7,
                 event_type: EventType::RunStart,
                 line: Arc::new(r#"{"type":"run_start","prompt":"ü 😀 \" \\ \u2028"}"#.into()),
+                approval_id: None,
             },
             Item::Event {
                 seq: u64::MAX,
                 event_type: EventType::RunStart,
                 line: Arc::new(big),
+                approval_id: None,
+            },
+            Item::Event {
+                seq: 9,
+                event_type: EventType::RunEvent,
+                line: Arc::new(r#"{"type":"run_event"}"#.into()),
+                approval_id: Some("c12/tool-approval-\"1\"".into()),
             },
             Item::Invalid {
                 seq: 3,
@@ -438,6 +456,7 @@ mod tests {
             seq: 1,
             event_type: EventType::RunStart,
             line: line.clone(),
+            approval_id: None,
         })));
         let EncodedBody::Segmented(parts) =
             <Outgoing as Encodable<pb::PromptResponse>>::encode_segments(

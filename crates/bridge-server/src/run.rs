@@ -70,13 +70,9 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             )
         }
     };
-    let grace = Duration::from_millis(args.grace_ms);
     // The prefork server (with --warm) starts now; its handshake is awaited
     // in the runtime.
-    let starter = match args
-        .warm_supervisor()
-        .and_then(|supervisor| Starter::new(args.launch(), supervisor, grace))
-    {
+    let starter = match Starter::new(args.launch(), args.start_options()) {
         Ok(starter) => starter,
         Err(WarmFailure(message)) => {
             token.remove();
@@ -110,7 +106,6 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
             max: usize::from(args.max_conversations),
             idle_timeout: (args.idle_timeout_ms > 0)
                 .then(|| Duration::from_millis(args.idle_timeout_ms)),
-            ready_timeout: Duration::from_millis(args.ready_timeout_ms),
             grace,
         },
     );
@@ -119,7 +114,7 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
     // conversation's ready (its version is checked by the validator). A
     // stop asked for meanwhile (SIGTERM, stdin EOF) ends the wait too.
     let warm = tokio::select! {
-        warm = conversations.starter.warm_ready(Duration::from_millis(args.ready_timeout_ms)) => warm,
+        warm = conversations.starter.warm_ready() => warm,
         _ = lifecycle.stop_requested() => Err(WarmFailure("asked to stop before the prefork server was ready".into())),
     };
     if let Err(WarmFailure(message)) = warm {
@@ -227,6 +222,7 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
                 "max": conversations.max(),
                 "idleTimeoutMs": conversations.idle_timeout().map(|t| t.as_millis() as u64),
                 "startMode": conversations.starter.default_mode().name(),
+                "maxConcurrentStarts": conversations.starter.max_concurrent_starts(),
             },
         }),
     );

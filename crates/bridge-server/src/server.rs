@@ -1,7 +1,8 @@
 //! The HTTP side: accepts connections on the loopback listener (HTTP/1.1,
 //! and HTTP/2 cleartext for classic gRPC clients), runs the [`Guard`] on
-//! every request before the Connect layer reads its body, and winds down
-//! gracefully when told to.
+//! every request before the Connect layer reads its body, bounds the error
+//! every answer may carry (`bounded.rs`), and winds down gracefully when
+//! told to.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_service::Service;
 
+use crate::bounded::bound_response;
 use crate::guard::{Guard, Refusal};
 
 /// How long open connections may take to finish once the bridge stops.
@@ -90,10 +92,14 @@ pub async fn serve(
             let refused = guard.check(&request).err();
             let mut connect = connect.clone();
             async move {
-                match refused {
-                    Some(refusal) => Ok::<_, Infallible>(refuse(request, refusal).await),
-                    None => connect.call(request).await,
-                }
+                let response = match refused {
+                    Some(refusal) => refuse(request, refusal).await,
+                    None => match connect.call(request).await {
+                        Ok(response) => response,
+                        Err(never) => match never {},
+                    },
+                };
+                Ok::<_, Infallible>(bound_response(response).await)
             }
         });
         let connection = builder

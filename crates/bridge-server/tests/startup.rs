@@ -160,3 +160,49 @@ fn help_prints_the_usage_on_stdout_and_exits_0() {
     assert_eq!(output.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&output.stdout).contains("Usage: agentlane-bridge check"));
 }
+
+/// A backend that gets ready and exits on shutdown (or stdin EOF).
+const READY_SCRIPT: &str = r#"import sys; print('{"protocol_version":"1.0","type":"ready","ts":1,"version":"9","package":"agentlane-process-bridge"}', flush=True); sys.stdin.readline(); print('{"protocol_version":"1.0","type":"shutdown","ts":2}', flush=True)"#;
+
+#[test]
+fn warm_without_a_supervisor_fails_the_start_with_warm_fallback_error() {
+    let output = bridge(&[
+        "--app", "x:y", "--warm", "--warm-fallback", "error", "--supervisor", "/nonexistent/process-bridge-supervisor",
+        "--", "python3", "-c", READY_SCRIPT,
+    ]);
+    let failed = failure(&output);
+    assert_eq!(failed["stage"], "prefork", "{failed}");
+    assert!(
+        failed["message"].as_str().unwrap().contains("--supervisor names /nonexistent/process-bridge-supervisor"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn warm_without_a_supervisor_serves_cold_with_the_default_fallback_and_says_why() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentlane-bridge"))
+        .args([
+            "--app", "x:y", "--warm", "--supervisor", "/nonexistent/process-bridge-supervisor",
+            "--", "python3", "-c", READY_SCRIPT,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("agentlane-bridge runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let ready: Value = serde_json::from_str(line.strip_prefix("agentlane-bridge ready ").unwrap_or_else(|| panic!("{line}"))).unwrap();
+    assert_eq!(ready["conversations"]["startMode"], "cold", "{ready}");
+    assert!(!ready["capabilities"].as_array().unwrap().iter().any(|c| c == "warm"), "{ready}");
+    drop(child.stdin.take()); // the launcher is gone: the bridge stops
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warm starts are off: --supervisor names /nonexistent/process-bridge-supervisor")
+            && stderr.contains("conversations start cold (--warm-fallback cold)"),
+        "{stderr}"
+    );
+}

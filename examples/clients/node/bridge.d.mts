@@ -13,7 +13,17 @@ export interface DiscoveryInfo {
   port: number;
   pid: number;
   tokenFile: string;
-  backend: { pid: number; version: string; package: string; protocolVersion: string };
+  /** The default conversation's backend; null with `--no-default-conversation`. */
+  backend: { pid: number; version: string; package: string; protocolVersion: string } | null;
+  capabilities: string[];
+  conversations: {
+    default: string | null;
+    max: number;
+    idleTimeoutMs: number | null;
+    startMode: "cold" | "warm";
+    /** Cold starts at once (null: no limit). */
+    maxConcurrentStarts: number | null;
+  };
   [key: string]: unknown;
 }
 

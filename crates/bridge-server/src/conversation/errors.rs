@@ -4,6 +4,7 @@ use bridge_core::session::{Close, CloseReason, Outcome, Refusal};
 use connectrpc::ConnectError;
 
 use super::RunStream;
+use crate::bounded::echo;
 
 /// The run's terminal settlement ends its `Prompt` stream: OK after the
 /// terminal event (already queued), or with the error that refused it.
@@ -36,15 +37,19 @@ pub(super) fn end_run_stream(run: RunStream, outcome: &Outcome) {
     }
 }
 
-/// A request refused before anything was sent, as a Connect error.
+/// A request refused before anything was sent, as a Connect error (an
+/// approval id is quoted bounded: it is the request's).
 pub fn refusal_error(refusal: &Refusal) -> ConnectError {
-    let message = refusal.to_string();
     match refusal {
         Refusal::Closed(close) => closed_error(close),
-        Refusal::RunActive => ConnectError::failed_precondition(message),
-        Refusal::BlankPrompt | Refusal::NotEncodable(_) => ConnectError::invalid_argument(message),
-        Refusal::ApprovalNotPending(_) => ConnectError::not_found(message),
-        Refusal::ApprovalAnswered(_) => ConnectError::already_exists(message),
+        Refusal::RunActive => ConnectError::failed_precondition(refusal.to_string()),
+        Refusal::BlankPrompt | Refusal::NotEncodable(_) => ConnectError::invalid_argument(refusal.to_string()),
+        Refusal::ApprovalNotPending(id) => {
+            ConnectError::not_found(format!("No pending approval request for id {}.", echo(id)))
+        }
+        Refusal::ApprovalAnswered(id) => {
+            ConnectError::already_exists(format!("Approval request {} has already been answered.", echo(id)))
+        }
     }
 }
 

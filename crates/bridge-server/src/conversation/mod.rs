@@ -24,6 +24,7 @@ use connectrpc::ConnectError;
 use tokio::sync::oneshot;
 
 use crate::backend::{Backend, ExitStatus};
+use crate::conversations::ids::bridge_wide;
 pub use errors::{backend_refusal, closed_error};
 pub use stream::{Item, Out, Shared};
 use stream::{flush, head, Outlet};
@@ -79,12 +80,15 @@ struct State {
 }
 
 pub struct Conversation {
+    /// Its id in the bridge (approval ids carry it).
+    id: String,
     state: Mutex<State>,
     backend: Backend,
 }
 
 impl Conversation {
     pub fn new(
+        id: String,
         backend: Backend,
     ) -> (
         Arc<Conversation>,
@@ -92,6 +96,7 @@ impl Conversation {
     ) {
         let (startup, ready) = oneshot::channel();
         let conversation = Conversation {
+            id,
             state: Mutex::new(State {
                 session: Session::new(),
                 seq: 0,
@@ -145,11 +150,18 @@ impl Conversation {
                 line, event_type, ..
             } => {
                 let signal = Signal::read(&line, event_type);
+                let approval_id = match &signal {
+                    Signal::ApprovalPending { request_id } | Signal::ApprovalResolved { request_id } => {
+                        Some(bridge_wide(&self.id, request_id).into_boxed_str())
+                    }
+                    _ => None,
+                };
                 (
                     Arc::new(Item::Event {
                         seq,
                         event_type,
                         line: Arc::new(line),
+                        approval_id,
                     }),
                     Some(signal),
                 )

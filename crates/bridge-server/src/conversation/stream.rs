@@ -26,6 +26,8 @@ pub enum Item {
         event_type: EventType,
         /// Shared by every stream that sends it.
         line: Arc<String>,
+        /// On a `tool_approval` run event: the approval's bridge-wide id.
+        approval_id: Option<Box<str>>,
     },
     Invalid {
         seq: u64,

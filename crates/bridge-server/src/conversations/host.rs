@@ -11,7 +11,7 @@ use bridge_core::reader::{Item as ReaderItem, StreamEnd};
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
-use super::start::{StartMode, Starter};
+use super::start::{StartMode, Started, Starter};
 use crate::backend::{self, ExitStatus};
 use crate::conversation::{Conversation, StartFailure, EXIT_DRAIN};
 use crate::lifecycle::{ExitReport, Lifecycle};
@@ -31,6 +31,33 @@ pub struct Hosted {
     closing: AtomicBool,
 }
 
+/// A backend between its spawn and its `ready`: killed if its start is
+/// dropped there (the caller went away), so that an abandoned start leaves
+/// no process behind.
+struct Unready<'a> {
+    id: &'a str,
+    conversation: Option<&'a Arc<Conversation>>,
+}
+
+impl Unready<'_> {
+    /// The start came to an end by itself (ready, failed or timed out).
+    fn defuse(mut self) {
+        self.conversation = None;
+    }
+}
+
+impl Drop for Unready<'_> {
+    fn drop(&mut self) {
+        if let Some(conversation) = self.conversation.take() {
+            eprintln!(
+                "agentlane-bridge: the start of conversation {:?} was given up by its caller before its backend was ready; the backend is killed",
+                self.id
+            );
+            conversation.backend().kill();
+        }
+    }
+}
+
 /// A start that failed, with what the `failed` line reports.
 pub struct Failed {
     pub failure: StartFailure,
@@ -39,32 +66,36 @@ pub struct Failed {
 }
 
 impl Hosted {
-    /// Starts a backend and waits for its `ready` (or `stop`, for the
-    /// default conversation: a stop asked for meanwhile ends the wait). A
-    /// backend that did not become ready is killed before this returns.
+    /// Starts a backend and waits for its `ready`, at most the ready
+    /// timeout from its own spawn (or `stop`, for the default
+    /// conversation: a stop asked for meanwhile ends the wait). A backend
+    /// that did not become ready is killed before this returns, and so is
+    /// one whose start is dropped (its caller went away).
     pub async fn start(
         id: String,
         starter: &Starter,
         mode: StartMode,
-        ready_timeout: Duration,
         stop: Option<&Lifecycle>,
     ) -> Result<Arc<Hosted>, Failed> {
-        let (backend, outputs) = starter.start(mode).await.map_err(|error| Failed {
-            failure: StartFailure {
-                stage: "spawn",
-                message: match mode {
-                    StartMode::Cold => format!("cannot start {}: {error}", starter.program()),
-                    StartMode::Warm => format!("cannot fork a warm backend: {error}"),
-                },
-                exit: None,
-            },
+        let Started {
+            backend,
+            outputs,
+            mode,
+            since,
+            slot,
+        } = starter.start(mode).await.map_err(|failure| Failed {
+            failure,
             stderr: None,
             backend_pid: None,
         })?;
         let backend_pid = backend.pid();
-        let (conversation, ready) = Conversation::new(backend);
+        let (conversation, ready) = Conversation::new(id.clone(), backend);
         let exit = Arc::new(Lifecycle::new(Duration::ZERO));
         tokio::spawn(pump(conversation.clone(), outputs, exit.clone()));
+        let abandoned = Unready {
+            id: &id,
+            conversation: Some(&conversation),
+        };
         let stopped = async {
             match stop {
                 Some(stop) => {
@@ -78,10 +109,13 @@ impl Hosted {
                 exit: None,
             }
         };
+        let ready_timeout = starter.ready_timeout();
         let startup = tokio::select! {
-            startup = tokio::time::timeout(ready_timeout, ready) => startup,
+            startup = tokio::time::timeout_at(since + ready_timeout, ready) => startup,
             failure = stopped => Ok(Ok(Err(failure))),
         };
+        abandoned.defuse();
+        drop(slot);
         let failure = match startup {
             Ok(Ok(Ok(ready_line))) => {
                 return Ok(Arc::new(Hosted {
@@ -98,8 +132,12 @@ impl Hosted {
             Err(_) => StartFailure {
                 stage: "timeout",
                 message: format!(
-                    "no ready event from the backend within {} ms",
-                    ready_timeout.as_millis()
+                    "no ready event from the backend within {} ms of its {}",
+                    ready_timeout.as_millis(),
+                    match mode {
+                        StartMode::Cold => "spawn",
+                        StartMode::Warm => "fork request",
+                    }
                 ),
                 exit: None,
             },
@@ -109,7 +147,7 @@ impl Hosted {
                 exit: None,
             },
         };
-        conversation.backend().signal_group(Some(Signal::SIGKILL));
+        conversation.backend().kill();
         let _ = tokio::time::timeout(Duration::from_secs(2), exit.exited()).await;
         Err(Failed {
             failure,

@@ -5,7 +5,9 @@
 //! [`Conversation`](crate::conversation::Conversation).
 
 mod host;
+pub mod ids;
 pub mod start;
+mod warm;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -15,13 +17,12 @@ use connectrpc::ConnectError;
 use tokio::sync::watch;
 
 pub use host::{Failed, Hosted};
+pub use ids::DEFAULT_ID;
 use start::{StartMode, Starter};
 
+use crate::bounded::echo;
 use crate::lifecycle::{ExitReport, Lifecycle};
 
-/// The id of the conversation the bridge starts with (the one a request
-/// without `conversation_id` addresses).
-pub const DEFAULT_ID: &str = "default";
 /// How many ended conversations keep their error for late calls.
 const ENDED_KEPT: usize = 256;
 
@@ -31,8 +32,39 @@ pub struct Limits {
     pub max: usize,
     /// A created conversation idle this long is closed.
     pub idle_timeout: Option<Duration>,
-    pub ready_timeout: Duration,
     pub grace: Duration,
+}
+
+/// A place under `max` held by a start under way: given back when dropped
+/// (the start failed, or its caller went away), or filled by the
+/// conversation once it is ready.
+struct Place<'a> {
+    conversations: &'a Conversations,
+    id: String,
+    held: bool,
+}
+
+impl Place<'_> {
+    /// The conversation takes its place among the open ones; `false` when
+    /// the bridge is stopping (the place is given back).
+    fn fill(mut self, hosted: &Arc<Hosted>) -> bool {
+        let mut r = self.conversations.lock();
+        r.starting -= 1;
+        self.held = false;
+        if r.stopping {
+            return false;
+        }
+        r.open.push(hosted.clone());
+        true
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.conversations.lock().starting -= 1;
+        }
+    }
 }
 
 #[derive(Default)]
@@ -88,54 +120,28 @@ impl Conversations {
         stop: &Lifecycle,
     ) -> Result<Arc<Hosted>, Failed> {
         let mode = self.starter.default_mode();
-        let hosted = Hosted::start(
-            DEFAULT_ID.into(),
-            &self.starter,
-            mode,
-            self.limits.ready_timeout,
-            Some(stop),
-        )
-        .await?;
+        let hosted = Hosted::start(DEFAULT_ID.into(), &self.starter, mode, Some(stop)).await?;
         self.lock().open.push(hosted.clone());
         self.watch_exit(hosted.clone());
         Ok(hosted)
     }
 
-    /// `CreateConversation`: a place under `max`, a start, its `ready`.
+    /// `CreateConversation`: a place under `max`, a start (queued for a
+    /// start slot when cold), its `ready`.
+    ///
+    /// A create whose caller goes away before the answer (a deadline, a
+    /// closed connection: the call's future is dropped) is undone: its
+    /// backend is killed wherever its start was, and its place is free. One
+    /// that had its answer is open and listed, closable like any other.
     pub async fn create(self: &Arc<Self>, mode: Option<StartMode>) -> Result<Arc<Hosted>, ConnectError> {
         let mode = mode.unwrap_or_else(|| self.starter.default_mode());
-        if mode == StartMode::Warm && !self.starter.warm_available() {
+        if mode == StartMode::Warm && !self.starter.warm_configured() {
             return Err(ConnectError::invalid_argument(
                 "warm starts need the bridge to run with --warm (capability \"warm\")",
             ));
         }
-        let id = {
-            let mut r = self.lock();
-            if r.stopping {
-                return Err(ConnectError::unavailable("agentlane-bridge is shutting down"));
-            }
-            if r.open.len() + r.starting >= self.limits.max {
-                return Err(ConnectError::resource_exhausted(format!(
-                    "this bridge hosts at most {} conversations (--max-conversations); close one first",
-                    self.limits.max
-                )));
-            }
-            r.starting += 1;
-            r.next_id += 1;
-            format!("c{}", r.next_id)
-        };
-        let started = Hosted::start(id, &self.starter, mode, self.limits.ready_timeout, None).await;
-        let placed = {
-            let mut r = self.lock();
-            r.starting -= 1;
-            match &started {
-                Ok(hosted) if !r.stopping => {
-                    r.open.push(hosted.clone());
-                    true
-                }
-                _ => false,
-            }
-        };
+        let place = self.reserve()?;
+        let started = Hosted::start(place.id.clone(), &self.starter, mode, None).await;
         let hosted = match started {
             Ok(hosted) => hosted,
             Err(failed) => {
@@ -146,9 +152,13 @@ impl Conversations {
                 )));
             }
         };
-        if !placed {
+        // From here to the answer nothing waits: the conversation is open
+        // (listed) before its caller can be told.
+        if !place.fill(&hosted) {
             hosted.begin_closing();
-            hosted.stop(self.limits.grace).await;
+            let grace = self.limits.grace;
+            let closing = hosted.clone();
+            tokio::spawn(async move { closing.stop(grace).await });
             return Err(ConnectError::unavailable("agentlane-bridge is shutting down"));
         }
         self.watch_exit(hosted.clone());
@@ -156,6 +166,27 @@ impl Conversations {
             tokio::spawn(close_when_idle(Arc::downgrade(self), hosted.clone(), idle));
         }
         Ok(hosted)
+    }
+
+    /// A place under `max` for a conversation about to start, and its id.
+    fn reserve(&self) -> Result<Place<'_>, ConnectError> {
+        let mut r = self.lock();
+        if r.stopping {
+            return Err(ConnectError::unavailable("agentlane-bridge is shutting down"));
+        }
+        if r.open.len() + r.starting >= self.limits.max {
+            return Err(ConnectError::resource_exhausted(format!(
+                "this bridge hosts at most {} conversations (--max-conversations); close one first",
+                self.limits.max
+            )));
+        }
+        r.starting += 1;
+        r.next_id += 1;
+        Ok(Place {
+            conversations: self,
+            id: ids::conversation_id(r.next_id),
+            held: true,
+        })
     }
 
     /// The conversation a request addresses (empty: the default one).
@@ -171,7 +202,7 @@ impl Conversations {
         Err(ConnectError::not_found(if id == DEFAULT_ID {
             "this bridge has no default conversation (--no-default-conversation): create one and pass its conversation_id".to_owned()
         } else {
-            format!("no conversation {id:?} (never created, or closed)")
+            format!("no conversation {} (never created, or closed)", echo(id))
         }))
     }
 

@@ -11,7 +11,9 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::{answer, event_field, settled, settlement_error};
+use crate::bounded::echo;
 use crate::conversation::Conversation;
+use crate::conversations::ids::split_bridge_wide;
 use crate::conversations::Conversations;
 use crate::outgoing::Outgoing;
 use crate::proto::agentlane::bridge::v1 as pb;
@@ -24,6 +26,24 @@ pub struct Agent {
 impl Agent {
     fn conversation(&self, id: &str) -> Result<Arc<Conversation>, ConnectError> {
         Ok(self.conversations.get(id)?.conversation.clone())
+    }
+}
+
+/// The conversation an `Approve` addresses and the backend's own id of the
+/// approval: a bridge-wide id names its conversation (which must then be
+/// the `conversation_id` given, if any); a backend's own id is answered in
+/// the conversation `conversation_id` names.
+fn approval_target<'a>(id: &'a str, conversation_id: &'a str) -> Result<(&'a str, &'a str), ConnectError> {
+    match split_bridge_wide(id) {
+        None => Ok((conversation_id, id)),
+        Some((owner, _)) if !conversation_id.is_empty() && conversation_id != owner => {
+            Err(ConnectError::invalid_argument(format!(
+                "the approval {} belongs to conversation {owner:?}, not to the conversation_id given ({})",
+                echo(id),
+                echo(conversation_id)
+            )))
+        }
+        Some((owner, own)) => Ok((owner, own)),
     }
 }
 
@@ -54,9 +74,9 @@ impl pb::AgentService for Agent {
         _ctx: RequestContext,
         request: ServiceRequest<'_, pb::ApproveRequest>,
     ) -> ServiceResult<pb::ApproveResponse> {
-        let conversation = self.conversation(request.conversation_id)?;
-        let waiting = conversation
-            .approve(request.id, request.allowed, request.reason)?;
+        let (conversation_id, request_id) = approval_target(request.id, request.conversation_id)?;
+        let conversation = self.conversation(conversation_id)?;
+        let waiting = conversation.approve(request_id, request.allowed, request.reason)?;
         answer(&conversation, waiting, Outcome::Resolved, |resolved| {
             pb::ApproveResponse {
                 resolved,

@@ -20,11 +20,13 @@ use bridge_core::session::Outcome;
 pub const API: &str = "agentlane.bridge.v1";
 /// What this bridge can do; clients ignore names they do not know.
 /// "conversations": `ConversationService` and `conversation_id`; "cold" and
-/// "warm": the start modes `CreateConversation` takes ("warm" only with
-/// `--warm`); "usage": a run's terminal item carries `usage`.
+/// "warm": the start modes `CreateConversation` serves ("warm" while warm
+/// starts can be made: with `--warm`, unless they are off); "usage": a
+/// run's terminal item carries `usage`; "approval-ids": approvals carry a
+/// bridge-wide id that `Approve` takes.
 pub fn capabilities(warm: bool) -> Vec<String> {
     let mut names = vec![
-        "approvals", "configure", "subscribe", "json", "proto", "conversations", "cold", "usage",
+        "approvals", "configure", "subscribe", "json", "proto", "conversations", "cold", "usage", "approval-ids",
     ];
     if warm {
         names.push("warm");
@@ -38,10 +40,12 @@ fn bridge_event(item: &Item) -> pb::BridgeEvent {
             seq,
             event_type,
             line,
+            approval_id,
         } => pb::BridgeEvent {
             seq: *seq,
             r#type: event_type.as_str().to_owned(),
             json: line.to_string(),
+            approval_id: approval_id.as_deref().unwrap_or_default().to_owned(),
             ..Default::default()
         },
         Item::Invalid { seq, .. } => pb::BridgeEvent {

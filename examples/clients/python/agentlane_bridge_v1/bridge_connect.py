@@ -761,7 +761,9 @@ class AgentService(Protocol):
         """
         Answers a pending approval. Settles on the backend's resolved record;
         `not_found` if the id is not pending; `failed_precondition` if the run
-        ended (or a reset or shutdown closed the approval) first.
+        ended (or a reset or shutdown closed the approval) first;
+        `invalid_argument` for a bridge-wide id whose conversation is not the
+        `conversation_id` given.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -938,7 +940,9 @@ class AgentServiceClient(ConnectClient):
         """
         Answers a pending approval. Settles on the backend's resolved record;
         `not_found` if the id is not pending; `failed_precondition` if the run
-        ended (or a reset or shutdown closed the approval) first.
+        ended (or a reset or shutdown closed the approval) first;
+        `invalid_argument` for a bridge-wide id whose conversation is not the
+        `conversation_id` given.
         """
         return await self.execute_unary(
             request=request,
@@ -1075,7 +1079,9 @@ class AgentServiceSync(Protocol):
         """
         Answers a pending approval. Settles on the backend's resolved record;
         `not_found` if the id is not pending; `failed_precondition` if the run
-        ended (or a reset or shutdown closed the approval) first.
+        ended (or a reset or shutdown closed the approval) first;
+        `invalid_argument` for a bridge-wide id whose conversation is not the
+        `conversation_id` given.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1250,7 +1256,9 @@ class AgentServiceClientSync(ConnectClientSync):
         """
         Answers a pending approval. Settles on the backend's resolved record;
         `not_found` if the id is not pending; `failed_precondition` if the run
-        ended (or a reset or shutdown closed the approval) first.
+        ended (or a reset or shutdown closed the approval) first;
+        `invalid_argument` for a bridge-wide id whose conversation is not the
+        `conversation_id` given.
         """
         return self.execute_unary(
             request=request,

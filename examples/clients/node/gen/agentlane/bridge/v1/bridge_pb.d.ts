@@ -168,6 +168,20 @@ export declare type BridgeEvent = Message<"agentlane.bridge.v1.BridgeEvent"> & {
    * @generated from field: string json = 3;
    */
   json: string;
+
+  /**
+   * On a `tool_approval` run event (pending or resolved): the approval's
+   * bridge-wide id, `<conversation id>/<request_id>` (for example
+   * `c3/tool-approval-1`), which names exactly one approval in the whole
+   * bridge (each backend numbers its own approvals, so their `request_id`s
+   * repeat across conversations). `Approve` takes it as its `id`, with or
+   * without `conversation_id`. Capability "approval-ids". Events in an
+   * `EventBatch` do not carry it: it is made the same way from the
+   * conversation's id and the record's `request_id`.
+   *
+   * @generated from field: string approval_id = 4;
+   */
+  approvalId: string;
 };
 
 /**
@@ -594,7 +608,11 @@ export declare const PromptRequestSchema: GenMessage<PromptRequest>;
  */
 export declare type ApproveRequest = Message<"agentlane.bridge.v1.ApproveRequest"> & {
   /**
-   * The approval record's `request_id`.
+   * The approval's bridge-wide id (`BridgeEvent.approval_id`,
+   * `<conversation id>/<request_id>`: it names its conversation, so
+   * `conversation_id` may be left out), or the approval record's
+   * `request_id` as the backend wrote it, answered in the conversation
+   * `conversation_id` names (the form every bridge takes).
    *
    * @generated from field: string id = 1;
    */
@@ -981,7 +999,9 @@ export declare const AgentService: GenService<{
   /**
    * Answers a pending approval. Settles on the backend's resolved record;
    * `not_found` if the id is not pending; `failed_precondition` if the run
-   * ended (or a reset or shutdown closed the approval) first.
+   * ended (or a reset or shutdown closed the approval) first;
+   * `invalid_argument` for a bridge-wide id whose conversation is not the
+   * `conversation_id` given.
    *
    * @generated from rpc agentlane.bridge.v1.AgentService.Approve
    */

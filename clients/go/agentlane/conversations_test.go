@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	agentlane "github.com/agentlanejs/process-bridge-native/clients/go"
+	"github.com/agentlanejs/process-bridge-native/clients/go/agentlane"
 )
 
 // Several conversations at once in one bridge, each with its own approvals
@@ -107,7 +107,7 @@ func TestConversationsDoNotCross(t *testing.T) {
 	// One conversation closed mid-run: its run ends cancelled, its
 	// backend is gone, another conversation's run completes meanwhile.
 	victim, other := conversations[1], conversations[2]
-	run, err := victim.Prompt(ctx, "slow 30", nil)
+	run, err := victim.Stream(ctx, "slow 30", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestConversationsDoNotCross(t *testing.T) {
 		t.Fatal(err)
 	}
 	goneWithin(t, 5*time.Second, victim.Info().BackendPID)
-	_, err = victim.Prompt(ctx, "chat", nil)
+	_, err = victim.Stream(ctx, "chat", nil)
 	wantCode(t, err, agentlane.CodeNotFound)
 
 	var backends []int
@@ -167,7 +167,7 @@ func TestConversationLimit(t *testing.T) {
 	if b.Info().Backend != nil {
 		t.Fatalf("a default backend: %+v", b.Info().Backend)
 	}
-	_, err = b.Default().Prompt(ctx, "chat", nil)
+	_, err = b.Default().Stream(ctx, "chat", nil)
 	wantCode(t, err, agentlane.CodeNotFound)
 	c, err := b.CreateConversation(ctx, agentlane.StartCold)
 	if err != nil {

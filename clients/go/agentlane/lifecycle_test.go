@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	agentlane "github.com/agentlanejs/process-bridge-native/clients/go"
+	"github.com/agentlanejs/process-bridge-native/clients/go/agentlane"
 )
 
 const helperEnv = "AGENTLANE_GO_TEST_HELPER"
@@ -173,7 +173,7 @@ func TestBackendDeathEndsTheStream(t *testing.T) {
 	opts.Stderr = &strings.Builder{}
 	b := start(t, opts)
 	ctx := within(t, 30*time.Second)
-	run, err := b.Default().Prompt(ctx, "slow 30", nil)
+	run, err := b.Default().Stream(ctx, "slow 30", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	agentlane "github.com/agentlanejs/process-bridge-native/clients/go"
+	"github.com/agentlanejs/process-bridge-native/clients/go/agentlane"
 )
 
 // A whole demo conversation: the handler answers the agent's approval
@@ -39,7 +39,7 @@ func TestDemoConversationApprovedByTheHandler(t *testing.T) {
 			}
 			return agentlane.Deny("Denied by the Go library.")
 		}
-		run, err := b.Default().Prompt(ctx, "Please save a note: remember milk.", handler)
+		run, err := b.Default().Stream(ctx, "Please save a note: remember milk.", handler)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestControlCallsAndRefusals(t *testing.T) {
 	conv := b.Default()
 	ctx := within(t, 60*time.Second)
 
-	if _, err := conv.Prompt(ctx, "   ", nil); err != nil {
+	if _, err := conv.Stream(ctx, "   ", nil); err != nil {
 		wantCode(t, err, agentlane.CodeInvalidArgument)
 	} else {
 		t.Fatal("a blank prompt was accepted")
@@ -157,11 +157,11 @@ func TestControlCallsAndRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := conv.Prompt(ctx, "slow 30", nil)
+	run, err := conv.Stream(ctx, "slow 30", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conv.Prompt(ctx, "chat", nil); err == nil {
+	if _, err := conv.Stream(ctx, "chat", nil); err == nil {
 		t.Fatal("a second run was accepted")
 	} else {
 		wantCode(t, err, agentlane.CodeFailedPrecondition)

@@ -18,6 +18,10 @@ type Event struct {
 	Type    string
 	JSON    string
 	Invalid *InvalidLine
+	// On a tool_approval run_event: the approval's bridge-wide id (see
+	// ApprovalRequest.ApprovalID); "" otherwise, in Subscribe batches, and
+	// from bridges without the capability "approval-ids".
+	ApprovalID string
 }
 
 // Decode unmarshals the event's line into v.
@@ -72,16 +76,17 @@ func (u *wireUint64) UnmarshalJSON(data []byte) error {
 }
 
 type wireEvent struct {
-	Seq  wireUint64 `json:"seq"`
-	Type string     `json:"type"`
-	JSON string     `json:"json"`
+	Seq        wireUint64 `json:"seq"`
+	Type       string     `json:"type"`
+	JSON       string     `json:"json"`
+	ApprovalID string     `json:"approvalId"`
 }
 
 func (w *wireEvent) event() *Event {
 	if w == nil {
 		return nil
 	}
-	return &Event{Seq: uint64(w.Seq), Type: w.Type, JSON: w.JSON}
+	return &Event{Seq: uint64(w.Seq), Type: w.Type, JSON: w.JSON, ApprovalID: w.ApprovalID}
 }
 
 type wireInvalid struct {

@@ -8,10 +8,20 @@ import (
 // ApprovalRequest is a pending `tool_approval` record of a run: the agent
 // waits for the answer.
 type ApprovalRequest struct {
-	// The record's request_id, what Approve answers.
+	// The record's request_id, what Conversation.Approve answers. Each
+	// backend numbers its own (tool-approval-1, 2, …), so two
+	// conversations' requests may have the same ID: with one handler for
+	// several conversations (Options.OnApproval), tell them apart by
+	// ConversationID, or use ApprovalID.
 	ID string
-	// The conversation whose run asks ("" for the default one).
+	// The conversation whose run asks: its ID ("" for the default
+	// conversation, which Bridge.Default addresses).
 	ConversationID string
+	// The request's bridge-wide id, "<conversation id>/<request_id>": it
+	// names this one request in the whole bridge, and Bridge.Approve
+	// answers it without the conversation ("" from a bridge without the
+	// capability "approval-ids").
+	ApprovalID string
 	// What the tool wants to do, from the record's request.
 	ToolName, Operation, Path, Command, AgentName, ToolCallID string
 	// Why the policy asks (approval_required_decision.reason).
@@ -105,7 +115,7 @@ func pendingApproval(e *Event, conversationID string) (ApprovalRequest, bool) {
 		return ApprovalRequest{}, false
 	}
 	q := record.Request
-	return ApprovalRequest{ID: record.RequestID, ConversationID: conversationID, ToolName: q.ToolName,
+	return ApprovalRequest{ID: record.RequestID, ConversationID: conversationID, ApprovalID: e.ApprovalID, ToolName: q.ToolName,
 		Operation: q.Operation, Path: q.Path, Command: q.Command, AgentName: q.AgentName,
 		ToolCallID: q.ToolCallID, Reason: record.Required.Reason, Event: e}, true
 }
@@ -117,22 +127,36 @@ func outcomeOf(e *Event) string {
 	return ""
 }
 
-// Approve answers a pending approval yourself (the handlers do it for the
-// runs this package reads); returns the resolved tool_approval event.
+// Approve answers a pending approval of this conversation yourself (the
+// handlers do it for the runs this package reads): id is the request's ID
+// (or its ApprovalID); returns the resolved tool_approval event.
+// not_found when nothing is pending under the id; invalid_argument for an
+// ApprovalID of another conversation.
 func (c *Conversation) Approve(ctx context.Context, id string, decision Decision) (*Event, error) {
+	return c.bridge.approve(ctx, id, c.id, decision)
+}
+
+// Approve answers a pending approval by its bridge-wide ApprovalID,
+// whichever conversation it is in (capability "approval-ids"); returns
+// the resolved tool_approval event.
+func (b *Bridge) Approve(ctx context.Context, approvalID string, decision Decision) (*Event, error) {
+	return b.approve(ctx, approvalID, "", decision)
+}
+
+func (b *Bridge) approve(ctx context.Context, id, conversationID string, decision Decision) (*Event, error) {
 	request := struct {
 		ID             string  `json:"id"`
 		Allowed        bool    `json:"allowed"`
 		Reason         *string `json:"reason,omitempty"`
 		ConversationID string  `json:"conversationId,omitempty"`
-	}{ID: id, Allowed: decision.Allow, ConversationID: c.id}
+	}{ID: id, Allowed: decision.Allow, ConversationID: conversationID}
 	if !decision.Allow && decision.Reason != "" {
 		request.Reason = &decision.Reason
 	}
 	var answer struct {
 		Resolved *wireEvent `json:"resolved"`
 	}
-	if err := c.bridge.rpc.unary(ctx, "AgentService/Approve", request, &answer); err != nil {
+	if err := b.rpc.unary(ctx, "AgentService/Approve", request, &answer); err != nil {
 		return nil, err
 	}
 	return answer.Resolved.event(), nil
@@ -140,5 +164,5 @@ func (c *Conversation) Approve(ctx context.Context, id string, decision Decision
 
 // noHandler denies: a request nobody answers would hold the run forever.
 func noHandler(context.Context, ApprovalRequest) Decision {
-	return Deny("No approval handler is set in the Go client (Options.OnApproval or Prompt's onApproval).")
+	return Deny("No approval handler is set in the Go client (Options.OnApproval, or the handler given to Run or Stream).")
 }

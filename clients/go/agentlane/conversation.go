@@ -27,13 +27,14 @@ type promptRequest struct {
 	ConversationID string `json:"conversationId,omitempty"`
 }
 
-// Run is one run's Prompt stream: run_start, every run_event and the
-// terminal event (run_complete, run_cancelled or a run-scoped error). Its
-// approval requests are answered meanwhile by the handler, each on its own
-// goroutine and connection. Read it with Next until it returns false, or
-// let go of it with Close: a run whose stream is let go of before its
-// terminal event is cancelled by the bridge.
-type Run struct {
+// RunStream is one run as it happens (the bridge's Prompt stream):
+// run_start, every run_event and the terminal event (run_complete,
+// run_cancelled or a run-scoped error). Its approval requests are answered
+// meanwhile by the handler, each on its own goroutine and connection. Read
+// it with Next until it returns false, or let go of it with Close: a run
+// whose stream is let go of before its terminal event is cancelled by the
+// bridge. Conversation.Run reads one to its end for you.
+type RunStream struct {
 	events
 	conv      *Conversation
 	handler   ApprovalHandler
@@ -49,12 +50,19 @@ type Run struct {
 	first     bool
 }
 
-// Prompt starts a run and returns its stream once the bridge accepted it
-// (refusals are errors here: invalid_argument for a blank prompt,
-// failed_precondition while another run is active, unavailable for a
-// backend gone). onApproval answers its approval requests; nil: the
-// bridge's Options.OnApproval (or a denial, when neither is set).
-func (c *Conversation) Prompt(ctx context.Context, text string, onApproval ApprovalHandler) (*Run, error) {
+// Run is the name RunStream had.
+//
+// Deprecated: use RunStream (Conversation.Run returns a *Result, the whole
+// run; a *RunStream is a run read as it happens).
+type Run = RunStream
+
+// Stream starts a run and returns it as it happens, once the bridge
+// accepted it (refusals are errors here: invalid_argument for a blank
+// prompt, failed_precondition while another run is active, unavailable for
+// a backend gone). onApproval answers its approval requests; nil: the
+// bridge's Options.OnApproval (or a denial, when neither is set). Run does
+// the same and reads the stream to its end.
+func (c *Conversation) Stream(ctx context.Context, text string, onApproval ApprovalHandler) (*RunStream, error) {
 	if onApproval == nil {
 		onApproval = c.bridge.onApproval
 	}
@@ -68,9 +76,9 @@ func (c *Conversation) Prompt(ctx context.Context, text string, onApproval Appro
 		stop()
 		return nil, err
 	}
-	r := &Run{events: events{frames: f}, conv: c, handler: onApproval, stop: stop, ctx: ctx, parent: parent}
+	r := &RunStream{events: events{frames: f}, conv: c, handler: onApproval, stop: stop, ctx: ctx, parent: parent}
 	// The first item is read here, so that a refusal (sent as the end of
-	// an otherwise empty stream) is Prompt's error.
+	// an otherwise empty stream) is Stream's error.
 	if !r.events.next() {
 		r.finish()
 		if r.err == nil {
@@ -83,10 +91,17 @@ func (c *Conversation) Prompt(ctx context.Context, text string, onApproval Appro
 	return r, nil
 }
 
+// Prompt is the name Stream had (after the bridge's RPC).
+//
+// Deprecated: use Stream, or Run for the whole run at once.
+func (c *Conversation) Prompt(ctx context.Context, text string, onApproval ApprovalHandler) (*RunStream, error) {
+	return c.Stream(ctx, text, onApproval)
+}
+
 // Next advances to the next event; false once the stream ended (Err says
 // how). The approval handlers' goroutines have finished when it returns
 // false.
-func (r *Run) Next() bool {
+func (r *RunStream) Next() bool {
 	if r.first {
 		r.first = false
 		return true
@@ -103,24 +118,24 @@ func (r *Run) Next() bool {
 }
 
 // Event is the current event.
-func (r *Run) Event() *Event { return r.current }
+func (r *RunStream) Event() *Event { return r.current }
 
 // Err is the stream's failed end: unavailable when the backend died or
 // the bridge stopped, resource_exhausted for a reader too far behind. A
 // failed run is not an error: see Terminal.
-func (r *Run) Err() error { return r.err }
+func (r *RunStream) Err() error { return r.err }
 
 // Terminal is the run's terminal event once it came (run_complete,
 // run_cancelled or error).
-func (r *Run) Terminal() *Event { return r.terminal }
+func (r *RunStream) Terminal() *Event { return r.terminal }
 
 // Usage is the run's token usage once the terminal item came, when the
 // bridge reports it (capability "usage"); nil otherwise.
-func (r *Run) Usage() *Usage { return r.usage }
+func (r *RunStream) Usage() *Usage { return r.usage }
 
 // Approvals is how each approval request went, in the order the requests
 // came; complete once Next returned false (or Close returned).
-func (r *Run) Approvals() []ApprovalResult {
+func (r *RunStream) Approvals() []ApprovalResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]ApprovalResult(nil), r.results...)
@@ -129,8 +144,8 @@ func (r *Run) Approvals() []ApprovalResult {
 // Close lets go of the stream (cancelling the run if it has not ended)
 // and waits for the approval handlers. Safe after the end; call it from
 // the goroutine that reads the run (to stop a run from elsewhere, cancel
-// Prompt's ctx or call Conversation.Cancel).
-func (r *Run) Close() {
+// Stream's ctx or call Conversation.Cancel).
+func (r *RunStream) Close() {
 	r.ended = true
 	r.finish()
 }
@@ -138,7 +153,7 @@ func (r *Run) Close() {
 // finish ends the stream and the handlers' ctx, then waits for the
 // handlers (which should return once their ctx ends) and their Approve
 // calls (which are not cut short: an answer in flight still lands).
-func (r *Run) finish() {
+func (r *RunStream) finish() {
 	r.finishing.Do(func() {
 		r.finished = true
 		r.stop()
@@ -147,7 +162,7 @@ func (r *Run) finish() {
 	})
 }
 
-func (r *Run) observe(e *Event) {
+func (r *RunStream) observe(e *Event) {
 	switch e.Type {
 	case "run_complete", "run_cancelled", "error":
 		r.terminal = e
@@ -186,9 +201,9 @@ type Result struct {
 	FinalOutput json.RawMessage
 }
 
-// Run prompts and reads the whole run: Prompt, then Next to the end.
+// Run prompts and reads the whole run: Stream, then Next to the end.
 func (c *Conversation) Run(ctx context.Context, text string, onApproval ApprovalHandler) (*Result, error) {
-	run, err := c.Prompt(ctx, text, onApproval)
+	run, err := c.Stream(ctx, text, onApproval)
 	if err != nil {
 		return nil, err
 	}

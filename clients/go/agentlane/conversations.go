@@ -84,7 +84,7 @@ func (c *Conversation) Info() ConversationInfo { return c.info }
 
 // Close ends the conversation as Bridge.Close ends the bridge: its new
 // calls refused (not_found once closed), its backend sent `shutdown`, which
-// ends an active run as cancelled (its Prompt ends with run_cancelled and no
+// ends an active run as cancelled (its stream ends with run_cancelled and no
 // error; Subscribe streams end without error), SIGKILLed after the grace
 // (0: the bridge's; only a run still going then ends unavailable); returns
 // its backend's exit. not_found for an unknown or already closed id. The

@@ -29,18 +29,32 @@ type Options struct {
 	// How long a backend may take to exit after `shutdown` (--grace-ms;
 	// 0: the bridge's 1500 ms).
 	GraceMs int
+	// How long a backend may take from its spawn (or fork) to its ready
+	// line (--ready-timeout-ms; 0: the bridge's 30 s). Cold starts wait
+	// for a start slot before their spawn, so many at once do not eat
+	// each other's time: raise it only for an app whose import alone is
+	// slow.
+	ReadyTimeout time.Duration
+	// How many cold backends may be starting at once
+	// (--max-concurrent-starts; 0: the bridge's default, the number of
+	// cores, at least 2).
+	MaxConcurrentStarts int
 	// Conversations (bridges with capability "conversations"): how many may
 	// be open at once, the default one included (--max-conversations; 0:
 	// the bridge's 64); how long a created conversation may sit idle
 	// before the bridge closes it (--idle-timeout-ms; 0: never); start
 	// without the default conversation (--no-default-conversation);
 	// start conversations warm, from one prefork server (--warm, with
-	// --supervisor when the supervisor is not beside the bridge).
+	// --supervisor when the supervisor is neither beside the bridge nor on
+	// PATH); what a warm start that cannot be made does: "cold" (the
+	// bridge's default: it starts cold, said on the bridge's stderr) or
+	// "error" (--warm-fallback).
 	MaxConversations      int
 	IdleTimeout           time.Duration
 	NoDefaultConversation bool
 	Warm                  bool
 	Supervisor            string
+	WarmFallback          string
 	// More bridge arguments, before the launcher.
 	ExtraArgs []string
 	// The bridge's stderr, where it forwards its backends' diagnostics;
@@ -49,7 +63,7 @@ type Options struct {
 	// The bridge's environment; nil: this program's.
 	Env []string
 	// Answers every approval request of every conversation of this bridge
-	// whose Prompt has no OnApproval of its own. Nil: such requests are
+	// whose Run or Stream is given no handler of its own. Nil: such requests are
 	// denied with a reason naming the missing handler (a run never waits
 	// for an answer nobody will give).
 	OnApproval ApprovalHandler
@@ -76,7 +90,8 @@ type Bridge struct {
 
 // Start finds the binary, starts it (its stdin is the liveness pipe),
 // waits for its discovery line (ctx bounds the wait; the bridge itself
-// gives its backend 30 s) and reads the token file.
+// gives its default conversation's backend Options.ReadyTimeout) and reads
+// the token file.
 func Start(ctx context.Context, opts Options) (*Bridge, error) {
 	if opts.App == "" {
 		return nil, &Error{Code: CodeInvalidArgument, Op: "start", Message: "Options.App is required (module:factory)"}
@@ -114,6 +129,12 @@ func bridgeArgs(opts *Options) []string {
 	if opts.GraceMs > 0 {
 		args = append(args, "--grace-ms", fmt.Sprint(opts.GraceMs))
 	}
+	if opts.ReadyTimeout > 0 {
+		args = append(args, "--ready-timeout-ms", fmt.Sprint(opts.ReadyTimeout.Milliseconds()))
+	}
+	if opts.MaxConcurrentStarts > 0 {
+		args = append(args, "--max-concurrent-starts", fmt.Sprint(opts.MaxConcurrentStarts))
+	}
 	if opts.MaxConversations > 0 {
 		args = append(args, "--max-conversations", fmt.Sprint(opts.MaxConversations))
 	}
@@ -128,6 +149,9 @@ func bridgeArgs(opts *Options) []string {
 	}
 	if opts.Supervisor != "" {
 		args = append(args, "--supervisor", absolutePath(opts.Supervisor))
+	}
+	if opts.WarmFallback != "" {
+		args = append(args, "--warm-fallback", opts.WarmFallback)
 	}
 	args = append(args, opts.ExtraArgs...)
 	if len(opts.Launcher) > 0 {

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	agentlane "github.com/agentlanejs/process-bridge-native/clients/go"
+	"github.com/agentlanejs/process-bridge-native/clients/go/agentlane"
 )
 
 // The repository's parts the tests use: the demo and scenario backends with
 // the .venv of scripts/setup-python.sh, and the bridge FindBinary finds
-// ($AGENTLANE_BRIDGE, PATH, or ../../target/release).
+// ($AGENTLANE_BRIDGE, PATH, or ../../../target/release).
 var (
-	repoRoot, _ = filepath.Abs("../..")
+	repoRoot, _ = filepath.Abs("../../..")
 	python      = filepath.Join(repoRoot, ".venv/bin/python")
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	agentlane "github.com/agentlanejs/process-bridge-native/clients/go"
+	"github.com/agentlanejs/process-bridge-native/clients/go/agentlane"
 )
 
 // A warm conversation end to end (a bridge started with Options.Warm, the
