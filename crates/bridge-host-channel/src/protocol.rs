@@ -112,8 +112,15 @@ impl ReplyErrorKind {
 /// The kinds the backend's module gives on its own, never sent by a host:
 /// the channel broke or closed (`channel-lost`); the module's own deadline
 /// passed (`timeout`, as the host's); a request too long to send
-/// (`request-too-long`).
-pub const MODULE_ERROR_KINDS: [&str; 3] = ["channel-lost", "timeout", "request-too-long"];
+/// (`request-too-long`); and, raised in the factory, no channel was given
+/// (`no-channel`) or the variable names no usable one (`invalid-channel`).
+pub const MODULE_ERROR_KINDS: [&str; 5] = [
+    "channel-lost",
+    "timeout",
+    "request-too-long",
+    "no-channel",
+    "invalid-channel",
+];
 
 /// The backend's first message: who speaks, in which version.
 #[derive(Clone, Debug, PartialEq, Eq)]

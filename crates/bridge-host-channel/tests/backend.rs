@@ -91,7 +91,9 @@ fn one_tool_its_arguments_context_and_result_reach_the_model() {
     assert_eq!(hello.package.as_deref(), Some("agentlane-host-channel"));
     assert_eq!(backend.ready["metadata"], json!({"app": "host-tools"}));
 
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-42"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-42"}}]),
+    ));
     let (call, request) = backend.next_request();
     let request = tool_call(request);
     assert_eq!(request.name, "lookup");
@@ -99,7 +101,10 @@ fn one_tool_its_arguments_context_and_result_reach_the_model() {
     assert_eq!(request.tool_call_id.as_deref(), Some("call-1"));
     assert!(request.run_id.as_deref().unwrap().starts_with("HostTools:"));
     backend
-        .answer(call, Answer::tool_result(&json!({"name": "Ada", "plan": "gold"})))
+        .answer(
+            call,
+            Answer::tool_result(&json!({"name": "Ada", "plan": "gold"})),
+        )
         .unwrap();
     let events = backend.until_terminal();
     assert_eq!(
@@ -141,7 +146,9 @@ fn two_calls_in_one_turn_run_at_once_and_are_answered_out_of_order() {
 #[test]
 fn a_host_error_is_a_failed_call_the_model_reads_and_the_run_goes_on() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-9"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-9"}}]),
+    ));
     let (call, _) = backend.next_request();
     backend
         .answer(call, Answer::tool_error("No customer c-9."))
@@ -150,7 +157,10 @@ fn a_host_error_is_a_failed_call_the_model_reads_and_the_run_goes_on() {
     assert_eq!(final_output(&events), "Results: No customer c-9.");
     let end = tool_ends(&events)[0];
     assert_eq!(end["ok"], false);
-    assert_eq!(end["error"], json!({"message": "No customer c-9.", "kind": "tool-error"}));
+    assert_eq!(
+        end["error"],
+        json!({"message": "No customer c-9.", "kind": "tool-error"})
+    );
 }
 
 #[test]
@@ -164,7 +174,9 @@ fn a_host_that_never_answers_meets_the_deadline_and_the_run_goes_on() {
             ..ChannelOptions::default()
         },
     );
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
+    ));
     let (call, _) = backend.next_request();
     // Never answered: the core's deadline ends it.
     match backend.next_seen() {
@@ -172,7 +184,10 @@ fn a_host_that_never_answers_meets_the_deadline_and_the_run_goes_on() {
         other => panic!("expected the timeout, got {other:?}"),
     }
     let events = backend.until_terminal();
-    assert_eq!(final_output(&events), "Results: The host did not answer in time.");
+    assert_eq!(
+        final_output(&events),
+        "Results: The host did not answer in time."
+    );
     assert_eq!(tool_ends(&events)[0]["error"]["kind"], "timeout");
     assert!(backend.answer(call, Answer::Value("1".into())).is_err());
 }
@@ -181,7 +196,9 @@ fn a_host_that_never_answers_meets_the_deadline_and_the_run_goes_on() {
 fn the_modules_own_deadline_cancels_the_call_at_the_host() {
     let launch = Launch::host_tools_app().env("HOST_TOOLS_APP_CALL_TIMEOUT", "0.3");
     let mut backend = Backend::start(launch, options());
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
+    ));
     let (call, _) = backend.next_request();
     match backend.next_seen() {
         Seen::Abort(aborted, AbortReason::Cancelled) => assert_eq!(aborted, call),
@@ -198,7 +215,9 @@ fn the_modules_own_deadline_cancels_the_call_at_the_host() {
 #[test]
 fn a_cancel_while_a_call_is_pending_reaches_the_host_and_ends_the_run() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
+    ));
     let (call, _) = backend.next_request();
     backend.send(BridgeCommand::Cancel);
     match backend.next_seen() {
@@ -209,16 +228,23 @@ fn a_cancel_while_a_call_is_pending_reaches_the_host_and_ends_the_run() {
     assert_eq!(events.last().unwrap()["type"], "run_cancelled");
     // Nothing is left waiting, on either side.
     assert!(backend.with_channel(|c| c.pending().is_empty()));
-    assert!(backend.answer(call, Answer::Value("\"late\"".into())).is_err());
+    assert!(backend
+        .answer(call, Answer::Value("\"late\"".into()))
+        .is_err());
     // The conversation goes on.
     backend.prompt("chat still here");
-    assert_eq!(final_output(&backend.until_terminal()), "You said: chat still here");
+    assert_eq!(
+        final_output(&backend.until_terminal()),
+        "You said: chat still here"
+    );
 }
 
 #[test]
 fn a_lost_channel_fails_the_pending_call_and_every_later_one() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
+    ));
     let (call, _) = backend.next_request();
     backend.drop_channel();
     let events = backend.until_terminal();
@@ -229,7 +255,9 @@ fn a_lost_channel_fails_the_pending_call_and_every_later_one() {
         Seen::Abort(aborted, AbortReason::Lost) => assert_eq!(aborted, call),
         other => panic!("expected the abort, got {other:?}"),
     }
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-2"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-2"}}]),
+    ));
     assert_eq!(final_output(&backend.until_terminal()), expected);
     assert!(backend.shutdown().success());
 }
@@ -237,18 +265,25 @@ fn a_lost_channel_fails_the_pending_call_and_every_later_one() {
 #[test]
 fn a_20_mb_result_arrives_whole() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(json!([{"name": "blob", "arguments": {"size": 20_000_000}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "blob", "arguments": {"size": 20_000_000}}]),
+    ));
     let (call, request) = backend.next_request();
     let size = arguments(&tool_call(request))["size"].as_u64().unwrap() as usize;
     let text: String = "0123456789abcdef".chars().cycle().take(size).collect();
-    backend.answer(call, Answer::tool_result(&json!(text))).unwrap();
+    backend
+        .answer(call, Answer::tool_result(&json!(text)))
+        .unwrap();
     let events = backend.until_terminal();
     assert!(
         final_output(&events).starts_with("Results: 20000000 chars sha256:"),
         "{}",
         final_output(&events)
     );
-    assert_eq!(tool_ends(&events)[0]["result"].as_str(), Some(text.as_str()));
+    assert_eq!(
+        tool_ends(&events)[0]["result"].as_str(),
+        Some(text.as_str())
+    );
 }
 
 #[test]
@@ -284,30 +319,49 @@ fn hostile_lines_from_the_backend_get_diagnostics_and_lose_no_valid_call() {
         match backend.next_seen() {
             Seen::Diagnostic(error) => diagnostics.push(error.code()),
             Seen::Request(call, request) => {
-                assert_eq!(arguments(&tool_call(request)), json!({"customer_id": "c-1"}));
+                assert_eq!(
+                    arguments(&tool_call(request)),
+                    json!({"customer_id": "c-1"})
+                );
                 break call;
             }
             other => panic!("{other:?}"),
         }
     };
-    backend.answer(call, Answer::Value("\"Ada\"".into())).unwrap();
+    backend
+        .answer(call, Answer::Value("\"Ada\"".into()))
+        .unwrap();
     assert_eq!(final_output(&backend.until_terminal()), "Results: Ada");
     assert_eq!(
         diagnostics,
-        ["invalid-json", "unknown-type", "unknown-id", "line-too-long", "invalid-message"]
+        [
+            "invalid-json",
+            "unknown-type",
+            "unknown-id",
+            "line-too-long",
+            "invalid-message"
+        ]
     );
     // The host answered the two requests whose ids it could read; the
     // module, which never sent them, says so.
     let stderr = backend.stderr();
-    assert!(stderr.contains("a reply for unknown request id 'hostile-1'"), "{stderr}");
-    assert!(stderr.contains("a reply for unknown request id 'hostile-2'"), "{stderr}");
+    assert!(
+        stderr.contains("a reply for unknown request id 'hostile-1'"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a reply for unknown request id 'hostile-2'"),
+        "{stderr}"
+    );
     assert!(backend.shutdown().success());
 }
 
 #[test]
 fn hostile_lines_from_the_host_are_dropped_and_lose_no_valid_call() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}])));
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
+    ));
     let (call, _) = backend.next_request();
     backend.write_raw(b"not json\n[1]\n{\"type\":\"result\",\"id\":\"999\",\"value\":1}\n");
     // A reply to a call already finished: the tool list (request 1).
@@ -317,7 +371,9 @@ fn hostile_lines_from_the_host_are_dropped_and_lose_no_valid_call() {
     long.push(b'\n');
     backend.write_raw(&long);
     drop(long);
-    backend.answer(call, Answer::Value("\"Ada\"".into())).unwrap();
+    backend
+        .answer(call, Answer::Value("\"Ada\"".into()))
+        .unwrap();
     assert_eq!(final_output(&backend.until_terminal()), "Results: Ada");
     let stderr = backend.stderr();
     for expected in [
@@ -347,12 +403,17 @@ fn without_a_channel_the_agent_has_no_host_tools_and_says_so() {
     launch.with_channel = false;
     let mut backend = Backend::start(launch, options());
     assert!(
-        backend.stderr().contains("AGENTLANE_HOST_CHANNEL_FD is not set"),
+        backend
+            .stderr()
+            .contains("AGENTLANE_HOST_CHANNEL_FD is not set"),
         "{}",
         backend.stderr()
     );
     backend.prompt("chat hello");
-    assert_eq!(final_output(&backend.until_terminal()), "You said: chat hello");
+    assert_eq!(
+        final_output(&backend.until_terminal()),
+        "You said: chat hello"
+    );
 }
 
 #[test]
@@ -385,7 +446,10 @@ impl MemoryStore {
             Request::StoreLoad => (Answer::loaded(self.snapshot.as_deref()), "load"),
             Request::StoreSave(save) => {
                 if conflict || save.expected_revision != self.revision {
-                    (Answer::conflict("the stored revision moved on"), "save refused")
+                    (
+                        Answer::conflict("the stored revision moved on"),
+                        "save refused",
+                    )
                 } else {
                     self.snapshot = Some(save.snapshot.get().to_owned());
                     self.revision = Some(save.revision);
@@ -423,7 +487,10 @@ fn the_store_keeps_the_conversation_across_processes() {
     for (turn, text) in ["chat one", "chat two", "chat three"].iter().enumerate() {
         first.prompt(text);
         assert_eq!(store.serve(&first, false), "save");
-        assert_eq!(final_output(&first.until_terminal()), format!("You said: {text}"));
+        assert_eq!(
+            final_output(&first.until_terminal()),
+            format!("You said: {text}")
+        );
         assert_eq!(store.revision, Some(turn as u64 + 1));
     }
     // A save refused as stale fails the run, as agentlane does; nothing
@@ -432,9 +499,15 @@ fn the_store_keeps_the_conversation_across_processes() {
     assert_eq!(store.serve(&first, true), "save refused");
     let failed = first.until_terminal();
     let last = failed.last().unwrap();
-    assert_eq!((&last["type"], &last["scope"]), (&json!("error"), &json!("run")));
+    assert_eq!(
+        (&last["type"], &last["scope"]),
+        (&json!("error"), &json!("run"))
+    );
     assert!(
-        last["message"].as_str().unwrap().contains("the stored revision moved on"),
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("the stored revision moved on"),
         "{last}"
     );
     let saved = store.snapshot.clone().unwrap();

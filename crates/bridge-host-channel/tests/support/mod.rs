@@ -155,9 +155,9 @@ impl Backend {
                 });
             }
         }
-        let mut child = command.spawn().unwrap_or_else(|error| {
-            panic!("cannot start {}: {error}", launch.python.display())
-        });
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", launch.python.display()));
         drop(backend_end);
 
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -271,7 +271,10 @@ impl Backend {
     pub fn next_seen(&self) -> Seen {
         match self.seen.recv_timeout(WAIT) {
             Ok(seen) => seen,
-            Err(error) => panic!("nothing from the channel ({error:?}); stderr:\n{}", self.stderr()),
+            Err(error) => panic!(
+                "nothing from the channel ({error:?}); stderr:\n{}",
+                self.stderr()
+            ),
         }
     }
 
@@ -366,7 +369,10 @@ fn read_events(stdout: impl Read, events: Sender<Value>) {
         let text = line.trim_end_matches('\n');
         // The stdout contract is untouched by the channel: every line valid.
         if let Err(error) = bridge_core::validate_event_line(text) {
-            panic!("invalid event line: {error}: {}", &text[..text.len().min(300)]);
+            panic!(
+                "invalid event line: {error}: {}",
+                &text[..text.len().min(300)]
+            );
         }
         if events.send(serde_json::from_str(text).unwrap()).is_err() {
             return;
