@@ -26,15 +26,14 @@
 // typed marker, to see the rehearsal fail.
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { cacheDir } from "./node-binaries.mjs";
 import { moduleVersion, uvCommand } from "./publish-python.mjs";
+import { exec, freePort, steps, tail } from "./rehearsal.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const started = Date.now();
 const DIST = "agentlane-host-channel";
 /** What the rehearsal runs and installs besides the package, pinned. */
 // setuptools and wheel: what pip builds agentlane's one source-only
@@ -42,55 +41,12 @@ const DIST = "agentlane-host-channel";
 const PINS = { pypiserver: "2.4.2", agentlane: "0.22.0", mypy: "2.4.1", flit_core: "4.2.0", setuptools: "84.2.1", wheel: "0.48.0" };
 const repoPython = join(root, ".venv", "bin", "python");
 const work = mkdtempSync(join(tmpdir(), "pbn-rehearsal-python-"));
-const results = [];
-
-function record(installer, step, ok, detail = "") {
-  results.push({ installer, step, ok });
-  const line = `${installer} ${step}: ${ok ? "ok" : "FAILED"}${detail ? ` (${String(detail).split("\n").slice(-12).join("\n    ").slice(0, 1500)})` : ""}`;
-  console.log(ok ? `  ${line}` : `rehearsal-python FAILED: ${line}`);
-  return ok;
-}
-
-/** Runs a command; resolves with its exit status and output (never rejects). */
-function exec(command, args, { cwd = work, env = process.env, timeoutMs = 300_000 } = {}) {
-  return new Promise((resolve) => {
-    let stdout = "";
-    let stderr = "";
-    const child = spawn(command, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      stderr += `\n(killed after ${timeoutMs} ms)`;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout, stderr: `${stderr}${error.message}` });
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? signal, stdout, stderr });
-    });
-  });
-}
-
-const tail = (result) => `exit ${result.code}: ${`${result.stderr}\n${result.stdout}`.trim().split("\n").slice(-12).join("\n")}`;
+const { record, finish } = steps("rehearsal-python");
 
 async function must(result, what) {
   const done = await result;
   if (done.code !== 0) throw new Error(`${what} failed: ${tail(done)}`);
   return done;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 // ---- the tools, the wheelhouse, the index ------------------------------------
@@ -109,7 +65,7 @@ async function prepare() {
   if (!existsSync(stamp)) {
     mkdirSync(wheelhouse, { recursive: true });
     const pins = Object.entries(PINS).slice(1).map(([name, version]) => `${name}==${version}`);
-    await must(exec(join(root, ".venv", "bin", "pip"), ["download", "--quiet", "--dest", wheelhouse, ...pins]), "filling the wheelhouse");
+    await must(exec(join(root, ".venv", "bin", "pip"), ["download", "--quiet", "--dest", wheelhouse, ...pins], { timeoutMs: 900_000 }), "filling the wheelhouse");
     writeFileSync(stamp, `${pins.join("\n")}\n`);
   }
   return { pypiServer: join(tools, "bin", "pypi-server"), wheelhouse };
@@ -224,7 +180,7 @@ async function main() {
   const version = moduleVersion();
   const { pypiServer, wheelhouse } = await prepare();
   // The Rust host of the conversation step.
-  await must(exec("cargo", ["build", "--quiet", "--profile", "quick", "-p", "bridge-host-channel", "--example", "host_tools"], { cwd: root }), "building the example host");
+  await must(exec("cargo", ["build", "--quiet", "--profile", "quick", "-p", "bridge-host-channel", "--example", "host_tools"], { cwd: root, timeoutMs: 900_000 }), "building the example host");
   const hostExample = join(root, "target", "quick", "examples", "host_tools");
   const index = await startIndex(pypiServer);
   try {
@@ -256,9 +212,4 @@ try {
   crashed = true;
   record("rehearsal-python", "set-up", false, error instanceof Error ? error.message : String(error));
 }
-const passed = results.filter((r) => r.ok).length;
-const failed = results.length - passed + (results.length === 0 ? 1 : 0);
-if (failed === 0 && !process.env.PBN_REHEARSAL_KEEP) rmSync(work, { recursive: true, force: true });
-else console.log(`rehearsal-python: the virtualenvs are kept in ${work}`);
-console.log(`rehearsal-python: ${passed} passed, ${failed} failed (${Math.round((Date.now() - started) / 1000)} s)`);
-process.exit(failed === 0 && !crashed ? 0 : 1);
+finish(work, crashed);
