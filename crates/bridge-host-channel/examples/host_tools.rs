@@ -57,7 +57,11 @@ fn main() {
     let Request::CallTool(tool_call) = request else {
         panic!("expected a tool call, got {request:?}")
     };
-    println!("the agent calls {} {}", tool_call.name, tool_call.arguments.get());
+    println!(
+        "the agent calls {} {}",
+        tool_call.name,
+        tool_call.arguments.get()
+    );
     backend
         .answer(call, Answer::tool_result(&json!("Ada Lovelace (gold)")))
         .unwrap();

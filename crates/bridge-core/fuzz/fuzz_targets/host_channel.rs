@@ -8,9 +8,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use bridge_host_channel::{
-    Answer, Channel, ChannelOptions, Output, StoreOptions, ToolSpec,
-};
+use bridge_host_channel::{Answer, Channel, ChannelOptions, Output, StoreOptions, ToolSpec};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -41,7 +39,9 @@ fuzz_target!(|steps: Vec<Step>| {
     let mut channel = Channel::new(ChannelOptions {
         tools: vec![lookup],
         call_timeout: None,
-        store: Some(StoreOptions { timeout: Some(Duration::from_millis(80)) }),
+        store: Some(StoreOptions {
+            timeout: Some(Duration::from_millis(80)),
+        }),
         max_line_bytes: 4096,
     })
     .unwrap();
@@ -79,12 +79,22 @@ fuzz_target!(|steps: Vec<Step>| {
                 let line = match kind % 8 {
                     0 => r#"{"type":"hello","version":"1.0"}"#.to_owned(),
                     1 => format!(r#"{{"type":"list_tools","id":"{id}"}}"#),
-                    2 => format!(r#"{{"type":"call_tool","id":"{id}","name":"lookup","arguments":{{"q":{text}}}}}"#),
+                    2 => format!(
+                        r#"{{"type":"call_tool","id":"{id}","name":"lookup","arguments":{{"q":{text}}}}}"#
+                    ),
                     3 => format!(r#"{{"type":"cancel","id":"{id}"}}"#),
                     4 => format!(r#"{{"type":"store_load","id":"{id}"}}"#),
-                    5 => format!(r#"{{"type":"store_save","id":"{id}","snapshot":{{"revision":{}}},"expected_revision":{}}}"#, id % 4, id % 3),
-                    6 => format!(r#"{{"type":"store_delete","id":"{id}","expected_revision":null}}"#),
-                    _ => format!(r#"{{"type":"call_tool","id":"{id}","name":{text},"arguments":{{}}}}"#),
+                    5 => format!(
+                        r#"{{"type":"store_save","id":"{id}","snapshot":{{"revision":{}}},"expected_revision":{}}}"#,
+                        id % 4,
+                        id % 3
+                    ),
+                    6 => {
+                        format!(r#"{{"type":"store_delete","id":"{id}","expected_revision":null}}"#)
+                    }
+                    _ => format!(
+                        r#"{{"type":"call_tool","id":"{id}","name":{text},"arguments":{{}}}}"#
+                    ),
                 };
                 let outputs = channel.on_line(&line, now);
                 check(outputs, &mut requests);
@@ -93,7 +103,11 @@ fuzz_target!(|steps: Vec<Step>| {
                 let Some(&call) = requests.get(index as usize % requests.len().max(1)) else {
                     continue;
                 };
-                let answer = if ok { Answer::Value(text) } else { Answer::tool_error(text) };
+                let answer = if ok {
+                    Answer::Value(text)
+                } else {
+                    Answer::tool_error(text)
+                };
                 match channel.answer(call, answer) {
                     Ok(outputs) => {
                         assert!(answered.insert(call), "answered twice");
@@ -106,7 +120,9 @@ fuzz_target!(|steps: Vec<Step>| {
                 now += Duration::from_millis(ms.into());
                 let outputs = channel.expire(now);
                 check(outputs, &mut requests);
-                assert!(channel.next_deadline().is_none_or(|deadline| deadline > now));
+                assert!(channel
+                    .next_deadline()
+                    .is_none_or(|deadline| deadline > now));
             }
             Step::Lost => {
                 let outputs = channel.on_lost();
