@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bridge_core::command::Command as BridgeCommand;
 use bridge_host_channel::{
-    AbortReason, Answer, ChannelOptions, Request, StoreOptions, ToolCall, ToolSpec,
+    AbortReason, Answer, CallId, ChannelOptions, Request, StoreOptions, ToolCall, ToolSpec,
 };
 use serde_json::{json, Value};
 use support::{Backend, Launch, Seen};
@@ -63,6 +63,22 @@ fn tool_call(request: Request) -> ToolCall {
 
 fn arguments(call: &ToolCall) -> Value {
     serde_json::from_str(call.arguments.get()).unwrap()
+}
+
+/// Prompts one `lookup` call of `customer`; the request the host gets.
+fn ask_lookup(backend: &mut Backend, customer: &str) -> CallId {
+    backend.prompt(&calls_prompt(
+        json!([{"name": "lookup", "arguments": {"customer_id": customer}}]),
+    ));
+    backend.next_request().0
+}
+
+/// The next thing from the channel is the abort of `call` for `reason`.
+fn expect_abort(backend: &Backend, call: CallId, reason: AbortReason) {
+    match backend.next_seen() {
+        Seen::Abort(aborted, why) if aborted == call && why == reason => {}
+        other => panic!("expected the abort of {call:?} ({reason:?}), got {other:?}"),
+    }
 }
 
 /// The run's `tool_end` payloads, in order.
@@ -146,10 +162,7 @@ fn two_calls_in_one_turn_run_at_once_and_are_answered_out_of_order() {
 #[test]
 fn a_host_error_is_a_failed_call_the_model_reads_and_the_run_goes_on() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(
-        json!([{"name": "lookup", "arguments": {"customer_id": "c-9"}}]),
-    ));
-    let (call, _) = backend.next_request();
+    let call = ask_lookup(&mut backend, "c-9");
     backend
         .answer(call, Answer::tool_error("No customer c-9."))
         .unwrap();
@@ -174,15 +187,9 @@ fn a_host_that_never_answers_meets_the_deadline_and_the_run_goes_on() {
             ..ChannelOptions::default()
         },
     );
-    backend.prompt(&calls_prompt(
-        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
-    ));
-    let (call, _) = backend.next_request();
+    let call = ask_lookup(&mut backend, "c-1");
     // Never answered: the core's deadline ends it.
-    match backend.next_seen() {
-        Seen::Abort(aborted, AbortReason::Timeout) => assert_eq!(aborted, call),
-        other => panic!("expected the timeout, got {other:?}"),
-    }
+    expect_abort(&backend, call, AbortReason::Timeout);
     let events = backend.until_terminal();
     assert_eq!(
         final_output(&events),
@@ -196,14 +203,8 @@ fn a_host_that_never_answers_meets_the_deadline_and_the_run_goes_on() {
 fn the_modules_own_deadline_cancels_the_call_at_the_host() {
     let launch = Launch::host_tools_app().env("HOST_TOOLS_APP_CALL_TIMEOUT", "0.3");
     let mut backend = Backend::start(launch, options());
-    backend.prompt(&calls_prompt(
-        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
-    ));
-    let (call, _) = backend.next_request();
-    match backend.next_seen() {
-        Seen::Abort(aborted, AbortReason::Cancelled) => assert_eq!(aborted, call),
-        other => panic!("expected the backend's cancel, got {other:?}"),
-    }
+    let call = ask_lookup(&mut backend, "c-1");
+    expect_abort(&backend, call, AbortReason::Cancelled);
     let events = backend.until_terminal();
     assert_eq!(
         final_output(&events),
@@ -215,15 +216,9 @@ fn the_modules_own_deadline_cancels_the_call_at_the_host() {
 #[test]
 fn a_cancel_while_a_call_is_pending_reaches_the_host_and_ends_the_run() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(
-        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
-    ));
-    let (call, _) = backend.next_request();
+    let call = ask_lookup(&mut backend, "c-1");
     backend.send(BridgeCommand::Cancel);
-    match backend.next_seen() {
-        Seen::Abort(aborted, AbortReason::Cancelled) => assert_eq!(aborted, call),
-        other => panic!("expected the cancel, got {other:?}"),
-    }
+    expect_abort(&backend, call, AbortReason::Cancelled);
     let events = backend.until_terminal();
     assert_eq!(events.last().unwrap()["type"], "run_cancelled");
     // Nothing is left waiting, on either side.
@@ -242,19 +237,13 @@ fn a_cancel_while_a_call_is_pending_reaches_the_host_and_ends_the_run() {
 #[test]
 fn a_lost_channel_fails_the_pending_call_and_every_later_one() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(
-        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
-    ));
-    let (call, _) = backend.next_request();
+    let call = ask_lookup(&mut backend, "c-1");
     backend.drop_channel();
     let events = backend.until_terminal();
     let expected = "Results: The host channel was lost: the host will not answer.";
     assert_eq!(final_output(&events), expected);
     assert_eq!(tool_ends(&events)[0]["error"]["kind"], "channel-lost");
-    match backend.next_seen() {
-        Seen::Abort(aborted, AbortReason::Lost) => assert_eq!(aborted, call),
-        other => panic!("expected the abort, got {other:?}"),
-    }
+    expect_abort(&backend, call, AbortReason::Lost);
     backend.prompt(&calls_prompt(
         json!([{"name": "lookup", "arguments": {"customer_id": "c-2"}}]),
     ));
@@ -359,10 +348,7 @@ fn hostile_lines_from_the_backend_get_diagnostics_and_lose_no_valid_call() {
 #[test]
 fn hostile_lines_from_the_host_are_dropped_and_lose_no_valid_call() {
     let mut backend = start();
-    backend.prompt(&calls_prompt(
-        json!([{"name": "lookup", "arguments": {"customer_id": "c-1"}}]),
-    ));
-    let (call, _) = backend.next_request();
+    let call = ask_lookup(&mut backend, "c-1");
     backend.write_raw(b"not json\n[1]\n{\"type\":\"result\",\"id\":\"999\",\"value\":1}\n");
     // A reply to a call already finished: the tool list (request 1).
     backend.write_raw(b"{\"type\":\"result\",\"id\":\"1\",\"value\":\"late\"}\n");
