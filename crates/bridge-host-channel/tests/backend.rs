@@ -524,3 +524,35 @@ fn the_store_keeps_the_conversation_across_processes() {
     );
     assert!(second.shutdown().success());
 }
+
+#[test]
+fn a_synchronous_store_call_on_the_loop_while_a_tool_call_is_pending_does_not_deadlock() {
+    let launch = Launch::host_tools_app().env("HOST_TOOLS_APP_STORE", "1");
+    let options = ChannelOptions {
+        store: Some(StoreOptions::default()),
+        ..options()
+    };
+    let mut store = MemoryStore::default();
+    let mut backend = Backend::spawn(launch, options);
+    assert_eq!(store.serve(&backend, false), "load");
+    backend.wait_ready();
+    // One turn: the host's lookup, and the app's own peek_store, which
+    // calls the store synchronously on the event loop's thread.
+    backend.prompt(&calls_prompt(json!([
+        {"name": "lookup", "arguments": {"customer_id": "c-1"}},
+        {"name": "peek_store", "arguments": {}},
+    ])));
+    let (lookup, request) = backend.next_request();
+    assert_eq!(tool_call(request).name, "lookup");
+    // The lookup is pending, the loop's thread blocks in load: the reader
+    // thread alone brings the answer.
+    assert_eq!(store.serve(&backend, false), "load");
+    backend
+        .answer(lookup, Answer::Value("\"Ada\"".into()))
+        .unwrap();
+    assert_eq!(store.serve(&backend, false), "save");
+    assert_eq!(
+        final_output(&backend.until_terminal()),
+        "Results: Ada | stored revision None"
+    );
+}

@@ -19,7 +19,10 @@ Environment:
 ``HOST_TOOLS_APP_WITHOUT_MODULE=1``
     The factory leaves the module out (what a host must notice at ``ready``).
 ``HOST_TOOLS_APP_STORE=1``
-    The agent's state store is the host's.
+    The agent's state store is the host's; the agent also has an app tool,
+    ``peek_store``, that loads from that store synchronously on the event
+    loop's thread (as agentlane itself calls a store), e.g. while a host
+    tool call of the same turn is pending.
 ``HOST_TOOLS_APP_CALL_TIMEOUT=<seconds>``
     The module's own limit on one tool call.
 
@@ -48,11 +51,12 @@ import json
 import os
 from typing import Any
 
-from agentlane.harness import AgentDescriptor
+from agentlane.harness import AgentDescriptor, StateStore
 from agentlane.harness.agents import DefaultAgent
-from agentlane.models import Tools
+from agentlane.models import Tool, Tools
 from agentlane_host_channel import host
 from agentlane_process_bridge import AgentBackend
+from pydantic import BaseModel
 from scenario_app import ScenarioConfig, ScriptedModel, Turn, _text_of
 
 SUMMARY_OVER = 300
@@ -110,6 +114,15 @@ def plan(messages: list[dict[str, Any]]) -> Turn:
     return Turn(text=f"You said: {prompt}")
 
 
+def _peek_tool(store: StateStore) -> Tool[BaseModel, Any]:
+    def peek_store() -> str:
+        """Reads the stored revision (a synchronous store call)."""
+        snapshot = store.load()
+        return f"stored revision {snapshot.revision if snapshot else None}"
+
+    return Tool.from_function(peek_store)
+
+
 def _seconds(name: str) -> float | None:
     value = os.environ.get(name)
     return float(value) if value else None
@@ -121,19 +134,20 @@ def create_backend() -> AgentBackend:
     fd = os.environ.get("AGENTLANE_HOST_CHANNEL_FD")
     _channel_fd = int(fd) if fd else None
     with_module = os.environ.get("HOST_TOOLS_APP_WITHOUT_MODULE") != "1"
+    store = host.state_store() if os.environ.get("HOST_TOOLS_APP_STORE") == "1" else None
     agent = DefaultAgent(
         descriptor=AgentDescriptor(
             name="HostTools",
             instructions="You are a scripted test agent.",
             model=ScriptedModel(ScenarioConfig(), plan=plan),
-            tools=Tools(tools=[], parallel_tool_calls=True),
+            tools=Tools(
+                tools=[_peek_tool(store)] if store else [], parallel_tool_calls=True
+            ),
             # The one line that gives the agent the host's tools:
             shims=[host.tools(call_timeout=_seconds("HOST_TOOLS_APP_CALL_TIMEOUT"))]
             if with_module
             else [],
         ),
-        state_store=host.state_store()
-        if os.environ.get("HOST_TOOLS_APP_STORE") == "1"
-        else None,
+        state_store=store,
     )
     return AgentBackend(agent=agent, ready_metadata=lambda: {"app": "host-tools"})
