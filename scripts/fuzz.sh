@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the core with cargo-fuzz (libFuzzer): framer, validator (raw and
-# structure-aware), command encoder and large-value lifting, each for a
-# bounded time.
+# structure-aware), command encoder, large-value lifting and the host
+# channel's host side (crates/bridge-host-channel), each for a bounded time.
 #
 #   bash scripts/fuzz.sh [seconds per target, default 60] [target ...]
 #
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(framer validator validator_structured command lift)
+[ ${#targets[@]} -gt 0 ] || targets=(framer validator validator_structured command lift host_channel)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet
@@ -24,7 +24,7 @@ fi
 fuzz=crates/bridge-core/fuzz
 corpus="$fuzz/corpus"
 # Seed corpora (regenerated each time; libFuzzer adds what it finds).
-mkdir -p "$corpus"/{framer,validator,validator_structured,command,lift}
+mkdir -p "$corpus"/{framer,validator,validator_structured,command,lift,host_channel}
 python3 - "$corpus" <<'PY'
 import glob, hashlib, json, os, sys
 corpus = sys.argv[1]

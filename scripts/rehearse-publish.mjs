@@ -27,65 +27,22 @@
 // (supervisor left out of `files` / not executable), to see the rehearsal
 // fail. The tools are pinned in scripts/tools.mjs and cached.
 import { spawn } from "node:child_process";
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { publish } from "./publish.mjs";
+import { exec, freePort, steps, tail } from "./rehearsal.mjs";
 import { installTools } from "./tools.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const started = Date.now();
 const PKG = "@agentlanejs/process-bridge-native";
 const version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version;
 const python = join(root, ".venv", "bin", "python");
 const backendDir = join(root, "examples", "backend");
 const probe = join(root, "tests", "rehearsal", "probe.cjs");
 const work = mkdtempSync(join(tmpdir(), "pbn-rehearsal-"));
-const results = [];
-
-function record(manager, step, ok, detail = "") {
-  results.push({ manager, step, ok });
-  const line = `${manager} ${step}: ${ok ? "ok" : "FAILED"}${detail ? ` (${String(detail).split("\n").slice(0, 12).join("\n    ").slice(0, 1500)})` : ""}`;
-  console.log(ok ? `  ${line}` : `rehearsal FAILED: ${line}`);
-}
-
-/** Runs a command; resolves with its exit status and output (never rejects). */
-function exec(command, args, { cwd, env, timeoutMs = 180_000 } = {}) {
-  return new Promise((resolve) => {
-    let stdout = "";
-    let stderr = "";
-    const child = spawn(command, args, { cwd, env: env ?? process.env, stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      stderr += `\n(killed after ${timeoutMs} ms)`;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout, stderr: `${stderr}${error.message}` });
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? signal, stdout, stderr });
-    });
-  });
-}
-
-const tail = (result) => `exit ${result.code}: ${`${result.stderr}\n${result.stdout}`.trim().split("\n").slice(-12).join("\n")}`;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
+const { record, finish } = steps("rehearsal");
 
 // ---- the registry ----------------------------------------------------------
 
@@ -403,9 +360,4 @@ try {
   crashed = true;
   record("rehearsal", "set-up", false, error instanceof Error ? error.message : String(error));
 }
-const passed = results.filter((r) => r.ok).length;
-const failed = results.length - passed + (results.length === 0 ? 1 : 0);
-if (failed === 0 && !process.env.PBN_REHEARSAL_KEEP) rmSync(work, { recursive: true, force: true });
-else console.log(`rehearsal: the projects are kept in ${work}`);
-console.log(`rehearsal: ${passed} passed, ${failed} failed (${Math.round((Date.now() - started) / 1000)} s)`);
-process.exit(failed === 0 && !crashed ? 0 : 1);
+finish(work, crashed);

@@ -202,6 +202,21 @@ if (process.platform !== "linux") {
   if (match) counted("publish rehearsal", Number(match[1]), Number(match[2]) + (rehearsal.status !== 0 && match[2] === "0" ? 1 : 0), Number(match[3]));
   else counted("publish rehearsal", 0, 1);
 }
+// 9b. The Python publish rehearsal: the host channel's module (python/,
+// docs/host-channel.md) built and uploaded by the release's own script to
+// a local package index, then installed with pip and uv, from the index and
+// from the npm package's files, into fresh virtualenvs, and tried there
+// (import, typed marker, a conversation with a host tool). One count per
+// installer and step.
+if (process.platform !== "linux") {
+  console.log("\nPython publish rehearsal: skipped (Linux only, as the npm one)");
+} else {
+  const rehearsal = run(process.execPath, ["scripts/rehearse-publish-python.mjs"], { capture: true });
+  const match = /^rehearsal-python: (\d+) passed, (\d+) failed \((\d+) s\)$/m.exec(rehearsal.stdout ?? "");
+  for (const line of (rehearsal.stdout ?? "").matchAll(/^rehearsal-python FAILED: (.*)$/gm)) failures.push(`rehearsal-python: ${line[1]}`);
+  if (match) counted("Python publish rehearsal", Number(match[1]), Number(match[2]) + (rehearsal.status !== 0 && match[2] === "0" ? 1 : 0), Number(match[3]));
+  else counted("Python publish rehearsal", 0, 1);
+}
 // 10. Bun and Deno as runtimes (issue 23): tests/runtime's program (the
 // codec, streams, spawn and containment, the session with the real backend,
 // the testing kit) on the packed, installed package, under each pinned

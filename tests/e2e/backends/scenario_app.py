@@ -77,7 +77,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -279,7 +279,10 @@ class ScriptedModel(Model[ModelResponse]):
     with a ``completed`` event carrying an OpenAI-shaped ``ChatCompletion``.
     """
 
-    def __init__(self, config: ScenarioConfig) -> None:
+    def __init__(self, config: ScenarioConfig,
+                 plan: Callable[[list[dict[str, Any]]], Turn] = plan_turn) -> None:
+        # Another backend (host_tools_app) streams its own script through it.
+        self._plan = plan
         self._config = config
         self._responses = 0
         self._calls = 0
@@ -300,7 +303,7 @@ class ScriptedModel(Model[ModelResponse]):
         return self._stream(messages)
 
     async def _stream(self, messages: list[dict[str, Any]]) -> AsyncIterator[ModelStreamEvent]:
-        turn = plan_turn(messages)
+        turn = self._plan(messages)
         self._responses += 1
         response_id = f"resp-{self._responses}"
         kind = ModelStreamEventKind
