@@ -22,6 +22,9 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
+/// How long a fork request waits before it is tried again on a full channel.
+const BUSY_RETRY: Duration = Duration::from_millis(10);
+
 /// What to run: `program args…` in `cwd`.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -167,10 +170,19 @@ impl Backend {
         term_grace: Duration,
         deadline: Instant,
     ) -> Result<(Backend, mpsc::Receiver<Output>), ForkFailure> {
-        let mut conversation = server.start_conversation(term_grace).map_err(|error| match error {
-            ForkError::Unavailable(_) | ForkError::NotReady => ForkFailure::ServerGone(error.to_string()),
-            ForkError::Io(_) => ForkFailure::Failed(error.to_string()),
-        })?;
+        // A full request channel (`Busy`: the server is slow, or stopped) is
+        // tried again until the deadline; the request itself never blocks.
+        let mut conversation = loop {
+            match server.start_conversation(term_grace) {
+                Ok(conversation) => break conversation,
+                Err(ForkError::Busy) if Instant::now() < deadline => std::thread::sleep(BUSY_RETRY),
+                Err(ForkError::Busy) => return Err(ForkFailure::TimedOut),
+                Err(error @ (ForkError::Unavailable(_) | ForkError::NotReady)) => {
+                    return Err(ForkFailure::ServerGone(error.to_string()))
+                }
+                Err(error @ ForkError::Io(_)) => return Err(ForkFailure::Failed(error.to_string())),
+            }
+        };
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ForkFailure::TimedOut);

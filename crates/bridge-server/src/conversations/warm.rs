@@ -109,7 +109,7 @@ impl Warm {
             State::Off(why) => Err(Unavailable(why.clone())),
             State::Serving(server) => {
                 let dead = server.exit().is_some()
-                    || gone == Some(server.supervisor_pid())
+                    || gone.is_some_and(|pid| server.supervisor_pid() == Some(pid))
                     || matches!(server.status(), ServerStatus::Failed(_));
                 if !dead {
                     return Ok(server.clone());
@@ -177,7 +177,9 @@ impl Warm {
                 // refuses a fork for another reason keeps serving the
                 // others (this start falls back or fails).
                 Err(ForkFailure::ServerGone(_)) if gone.is_none() && exited(&server, deadline).await => {
-                    gone = Some(server.supervisor_pid())
+                    // The bridge's own servers always have a supervisor pid
+                    // (only a connection to a shared server has none).
+                    gone = server.supervisor_pid().or(Some(0))
                 }
                 Err(ForkFailure::TimedOut) => {
                     return Err(WarmError::TimedOut(format!(
