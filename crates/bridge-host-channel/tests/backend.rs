@@ -151,8 +151,19 @@ fn two_calls_in_one_turn_run_at_once_and_are_answered_out_of_order() {
     requests.sort_by_key(|(_, args)| args["customer_id"].as_str().unwrap().to_owned());
     let [(c1, _), (c2, _)] = requests;
     backend.answer(c2, Answer::Value("\"Bea\"".into())).unwrap();
+    // The second call finishes while the first is still pending: its
+    // `tool_end` comes before the first is answered.
+    let mut events = Vec::new();
+    loop {
+        let event = backend.next_event();
+        let done = event["type"] == "run_event" && event["event"]["type"] == "tool_end";
+        events.push(event);
+        if done {
+            break;
+        }
+    }
     backend.answer(c1, Answer::Value("\"Ada\"".into())).unwrap();
-    let events = backend.until_terminal();
+    events.extend(backend.until_terminal());
     // The model sees them in call order, whatever the order of the answers.
     assert_eq!(final_output(&events), "Results: Ada | Bea");
     let results: Vec<&Value> = tool_ends(&events).iter().map(|e| &e["result"]).collect();
