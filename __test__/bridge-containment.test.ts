@@ -2,7 +2,7 @@
  * agentlane-bridge's cold conversations contained as the Node package's
  * are (issue 32): each backend under `process-bridge-supervisor` (found
  * beside the bridge), so that a stubborn backend
- * (tests/e2e/backends/stubborn_tree_app.py: ignores SIGTERM, SIGINT,
+ * (tests/e2e/backends/warm_stubborn_app.py, `create_tree_backend`: ignores SIGTERM, SIGINT,
  * SIGHUP, `shutdown` and stdin's end, with a plain and a `setsid`
  * grandchild that ignore them too) leaves nothing however the
  * conversation or the bridge ends: CloseConversation, Shutdown, stdin's
@@ -34,7 +34,7 @@ describe.runIf(process.platform === "linux")("agentlane-bridge: a stubborn cold 
       it(`${end}, ${count} conversation(s): 0 processes left 3 s later`, async () => {
         const bridge = await start([
           "--app",
-          "stubborn_tree_app:create_backend",
+          "warm_stubborn_app:create_tree_backend",
           "--project-dir",
           backendsDir,
           "--python",
