@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { closeWarmServers, startBridgeProcess, type BridgeChild, type BridgeEvent, type BridgeProcessOptions } from "../lib/index";
+import { closeWarmServers, spawnBridgeProcess, startBridgeProcess, type BridgeChild, type BridgeEvent, type BridgeProcessOptions } from "../lib/index";
 import { native } from "../lib/native";
 import { CHANNEL_FD, HOST_CHANNEL_ENV, stdioByChannel } from "../lib/spawn/channels";
 import { repoRoot } from "./helpers";
@@ -111,6 +111,12 @@ describe("the channel table", () => {
     expect(stdioByChannel({ stdin: 10, stdout: 11, stderr: 12 })).toEqual([10, 11, 12]);
     expect(stdioByChannel({ stdin: 10, stdout: 11, stderr: 12, host: 13 })).toEqual([10, 11, 12, "ignore", 13]);
     expect(stdioByChannel({ stdin: 10, stdout: 11, stderr: 12, control: 14, host: 13 })).toEqual([10, 11, 12, 14, 13]);
+  });
+
+  it("spawnBridgeProcess refuses a warm option instead of ignoring it", () => {
+    expect(() => spawnBridgeProcess(options({ warm: true }), { onEvent: () => {} })).toThrow(
+      expect.objectContaining({ code: "invalid-option", option: "warm" }),
+    );
   });
 
   it("no spawner of lib/ writes a descriptor position itself", () => {
