@@ -176,4 +176,20 @@ describe.runIf(process.platform === "linux")("the host channel in every start mo
       }
     }, 60_000);
   }
+
+  it("a warm start that falls back cold gives the cold backend's channel", async () => {
+    // Not the `-m agentlane_process_bridge --app X` form: no prefork server can stand in.
+    const runModule = `import runpy, sys; sys.argv = ["agentlane_process_bridge", "--app", "${APP}"]; runpy.run_module("agentlane_process_bridge", run_name="__main__")`;
+    const started = start({ args: ["-c", runModule], warm: { fallback: "cold" }, hostChannel: true });
+    try {
+      const socket = await started.hostChannel;
+      const hello = JSON.parse(await nextLine(socket)) as { hello: number; fd: number };
+      expect(hello.fd).toBe(CHANNEL_FD.host);
+      expect(started.child.hostChannel).toBe(socket);
+      expect(await started.ready).toMatchObject({ host_env: "4", pid: hello.hello });
+      expect(started.hostChannels).toHaveLength(1);
+    } finally {
+      await stop(started);
+    }
+  }, 60_000);
 });
