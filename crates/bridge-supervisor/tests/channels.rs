@@ -17,11 +17,11 @@ use common::SUPERVISOR;
 /// Runs the supervisor with `declared` passed as `--channel-fd`, a host
 /// channel at fd 4 and a stray descriptor (no close-on-exec) at fd 5.
 /// The backend says which of fds 3, 4 and 5 it has, closes fd 4 and then waits:
-/// returns the listing, and whether the host end saw end of file while the
-/// supervisor still ran.
+/// returns the listing, and whether the host end (and the stray one's
+/// peer) saw end of file while the supervisor still ran.
 fn run(declared: bool) -> (String, bool) {
     let (host, backend_end) = UnixStream::pair().unwrap();
-    let (_stray_peer, stray) = UnixStream::pair().unwrap();
+    let (stray_peer, stray) = UnixStream::pair().unwrap();
     let (a, b) = (backend_end.as_raw_fd(), stray.as_raw_fd());
     // Builtins only: no descriptor of a pipeline or a listing in the way.
     let script = "for n in 3 4 5; do [ -e /proc/$$/fd/$n ] && printf '%s ' $n; done; echo; exec 4>&-; sleep 2";
@@ -42,6 +42,11 @@ fn run(declared: bool) -> (String, bool) {
     }
     let mut child = command.spawn().unwrap();
     drop(backend_end);
+    drop(stray);
+    // The stray descriptor's peer ends only when no process holds it: not
+    // the backend, not the supervisor.
+    stray_peer.set_read_timeout(Some(Duration::from_millis(1500))).unwrap();
+    let stray_ended = matches!((&stray_peer).read(&mut [0u8; 1]), Ok(0));
     let mut stdout = child.stdout.take().unwrap();
     let mut listing = Vec::new();
     let mut byte = [0u8; 1];
@@ -53,7 +58,7 @@ fn run(declared: bool) -> (String, bool) {
     let ended = matches!((&host).read_to_end(&mut rest), Ok(0));
     let still_running = child.try_wait().unwrap().is_none();
     let _ = child.wait();
-    (String::from_utf8(listing).unwrap(), ended && still_running)
+    (String::from_utf8(listing).unwrap(), ended && still_running && stray_ended)
 }
 
 #[test]
@@ -66,6 +71,7 @@ fn a_declared_channel_reaches_the_backend_and_nothing_else_does() {
 
 #[test]
 fn undeclared_the_backend_inherits_neither() {
-    let (listing, _) = run(false);
+    let (listing, stray_ended) = run(false);
+    assert!(stray_ended, "the supervisor kept a stray descriptor");
     assert_eq!(listing.trim(), "", "{listing}");
 }
