@@ -40,7 +40,10 @@ import { RunActivity } from "./activity";
 import type { UpdateStream } from "./stream";
 import { RACE_RETRIES, RACE_RETRY_MS, RESET_WHILE_ACTIVE, RUN_ALREADY_ACTIVE, Runs, type ActiveRun, type RunWatch } from "./runs";
 import { TextSegmenter } from "./text";
-import type { AgentSession, AgentSessionOptions, ReadyInfo, SessionClose } from "./types";
+import type { AgentSession, AgentSessionOptions, ApprovalResolution, ReadyInfo, SessionClose } from "./types";
+import type { HostChannelServer } from "../tools/server";
+import { hostChannelFor, missingAtReady } from "../tools/session";
+import type { Snapshot } from "../store/types";
 
 export class SessionController<TConfig, TConfigPatch> {
   private child!: BridgeChildLike;
@@ -74,6 +77,10 @@ export class SessionController<TConfig, TConfigPatch> {
   private readonly approvals: Approvals;
   private readonly activity: RunActivity;
   private readonly operations: SessionOperations<TConfig, TConfigPatch>;
+  /** The host channel (the application's tools and store), when the session offers either. */
+  readonly hostChannel: HostChannelServer | undefined;
+  /** The last snapshot the store committed (or the one resumed from); `null`: none. */
+  lastSnapshot: Snapshot | null = null;
 
   constructor(readonly options: AgentSessionOptions<TConfig, TConfigPatch>) {
     const recording = options.flightRecorder;
@@ -84,16 +91,27 @@ export class SessionController<TConfig, TConfigPatch> {
       else this.notify.guard("onReasoningText", options.onReasoningText, chunk, options);
       this.updates?.push({ type: stream === "assistant" ? "text" : "reasoning", chunk });
     });
+    const resolved = (resolution: ApprovalResolution) => {
+      this.notify.guard("onApprovalResolved", options.onApprovalResolved, resolution, options);
+      this.updates?.push({ type: "approval", resolution });
+    };
     this.approvals = new Approvals({
       policy: options.approvals,
       send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command) === "sent",
       closed: () => this.lifecycle.closed !== undefined,
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
-      resolved: (resolution) => {
-        this.notify.guard("onApprovalResolved", options.onApprovalResolved, resolution, options);
-        this.updates?.push({ type: "approval", resolution });
-      },
+      resolved,
     });
+    try {
+      this.hostChannel = hostChannelFor(options, {
+        approvals: options.approvals,
+        resolved,
+        diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
+        committed: (snapshot) => (this.lastSnapshot = snapshot),
+      });
+    } catch (error) {
+      throw new SessionStartError((error as Error).message, "invalid-tools", { cause: error });
+    }
     this.operations = new SessionOperations(this);
     this.activity = new RunActivity({ options, notify: this.notify, text: this.text, approvals: this.approvals, updates: () => this.updates });
   }
@@ -234,6 +252,11 @@ export class SessionController<TConfig, TConfigPatch> {
         return false;
       }
       this.configValue = decoded.value;
+    }
+    const missing = missingAtReady(this.hostChannel, this.options.store !== undefined);
+    if (missing !== undefined) {
+      this.failStartup(missing.message, missing.code, { kill: true });
+      return false;
     }
     this.readyInfo = { version: event.version, package: event.package, metadata: event.metadata ?? {} };
     this.lifecycle.phase = { name: "open", backendShuttingDown: false };
@@ -465,6 +488,7 @@ export class SessionController<TConfig, TConfigPatch> {
     const wasOpen = this.readyInfo !== undefined;
     this.lifecycle.phase = { name: "closed", close, wasOpen };
     clearTimeout(this.readyTimer);
+    this.hostChannel?.close();
     this.activity.sweep();
     this.text.dispose();
     const error = new SessionClosedError(close, this.recorder?.snapshot());

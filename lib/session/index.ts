@@ -36,7 +36,9 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
     const notify = controller.notify;
     open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
+    if (controller.hostChannel !== undefined) throw new SessionStartError(NO_CHANNEL_YET, "no-host-channel");
   } catch (error) {
+    if (error instanceof SessionStartError) return Promise.reject(error);
     // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.
     const code = error instanceof RuntimePermissionError ? "spawn-failed" : "invalid-spec";
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), code, { cause: error }));
@@ -60,6 +62,11 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   };
   return withStartSlot(start, signal && { signal, error: () => aborted(signal, "while it waited for a start slot") });
 }
+
+const NO_CHANNEL_YET = "Tools and a store need the host channel, which this start mode does not give yet: attach the backend with its channel (attachAgentSession with hostChannel).";
+const NO_CHANNEL_ATTACHED =
+  "The session gives the agent tools or a store, which travel over the host channel: pass its host end as hostChannel " +
+  '(spawn the backend with stdio ["pipe", "pipe", "pipe", "ignore", "pipe"], AGENTLANE_HOST_CHANNEL_FD=4, and pass child.stdio[4]).';
 
 /**
  * A start called off through its `signal` before anything was started
@@ -93,7 +100,16 @@ export function attachAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   }
   // Nothing is attached: the process stays the application's, untouched.
   if (options.signal?.aborted) return Promise.reject(aborted(options.signal, "before it began"));
-  const controller = new SessionController<TConfig, TConfigPatch>(options as AgentSessionOptions<TConfig, TConfigPatch>);
+  let controller: SessionController<TConfig, TConfigPatch>;
+  try {
+    controller = new SessionController<TConfig, TConfigPatch>(options as AgentSessionOptions<TConfig, TConfigPatch>);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  if (controller.hostChannel !== undefined) {
+    if (options.hostChannel === undefined) return Promise.reject(new SessionStartError(NO_CHANNEL_ATTACHED, "no-host-channel"));
+    controller.hostChannel.serve(options.hostChannel);
+  }
   const program = (child as { spawnfile?: unknown }).spawnfile;
   return controller.start(typeof program === "string" ? program : "the attached process", attachedBackend(child, options, controller.flow));
 }

@@ -33,7 +33,7 @@ export function declareTools(tools: unknown, toolTimeoutMs: number | undefined):
     if (needsApproval !== undefined && typeof needsApproval !== "boolean") throw new TypeError(`Tool ${name}'s needsApproval must be a boolean.`);
     const timeout = timeoutMs ?? toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
     if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout < 0) {
-      throw new InvalidOptionError(`Tool ${name}'s timeoutMs must be a finite number of milliseconds, at least 0.`);
+      throw new InvalidOptionError(`Tool ${name}'s timeoutMs must be a finite number of milliseconds, at least 0.`, `tools.${name}.timeoutMs`);
     }
     return { name, description, inputSchema: schemaText(name, (tool as HostTool).inputSchema), timeoutMs: timeout === 0 ? undefined : timeout };
   });
