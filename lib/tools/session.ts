@@ -11,7 +11,7 @@ import type { ApprovalPolicy, ApprovalResolution, SessionStartErrorCode } from "
 import { declareTools, DEFAULT_STORE_TIMEOUT_MS } from "./declare";
 import { HostChannelServer, type HostChannelDiagnostic } from "./server";
 import type { HostChannelSessionOptions, HostToolContext } from "./types";
-import { checkMilliseconds } from "../options";
+import { checkCount, checkMilliseconds } from "../options";
 
 /** What the host channel needs from its session. */
 export interface HostChannelSessionHooks {
@@ -32,10 +32,11 @@ export function hostChannelFor(options: HostChannelSessionOptions, hooks: HostCh
   if (tools.length === 0 && store === undefined) return undefined;
   checkStore(store);
   checkMilliseconds("storeTimeoutMs", options.storeTimeoutMs);
+  checkCount("hostChannelMaxLineBytes", options.hostChannelMaxLineBytes);
   const storeTimeout = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   try {
     return new HostChannelServer(
-      { tools, store: store !== undefined, storeTimeoutMs: storeTimeout === 0 ? undefined : storeTimeout },
+      { tools, store: store !== undefined, storeTimeoutMs: storeTimeout === 0 ? undefined : storeTimeout, maxLineBytes: options.hostChannelMaxLineBytes },
       {
         tools: options.tools ?? {},
         store,

@@ -57,6 +57,8 @@ export interface HostChannelSessionOptions {
   store?: ConversationStore;
   /** A store operation's deadline; default 30000. */
   storeTimeoutMs?: number;
+  /** The longest line taken from the backend on the host channel; default 256 MiB (the protocol's limit). */
+  hostChannelMaxLineBytes?: number;
 }
 
 /** What a tool result is, once checked. */
