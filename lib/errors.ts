@@ -195,6 +195,8 @@ export type SessionStartErrorCode =
   | "invalid-tools"
   /** `resume` names a snapshot the session refuses (corrupted, of an unknown version, of another agent); `cause`: the `SnapshotError`. */
   | "invalid-snapshot"
+  /** `resume` with a `store` that holds another snapshot (or could not take it); nothing was overwritten. */
+  | "resume-conflict"
   /** Tools or a store were given where this start has no host channel to carry them (an attached process without `hostChannel`). */
   | "no-host-channel";
 

@@ -15,6 +15,7 @@ import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach"
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
 import { likelyCause } from "./diagnose";
 import { SessionController } from "./controller";
+import { resumeInto } from "../tools/resume";
 import { laterStartSlot, withStartSlot } from "./start-slots";
 import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./types";
 
@@ -25,6 +26,7 @@ import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./
 export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConfig>>(
   options: AgentSessionOptions<TConfig, TConfigPatch>,
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
+  if (options?.resume !== undefined) return resumeInto(options).then(createAgentSession<TConfig, TConfigPatch>, startError);
   let controller: SessionController<TConfig, TConfigPatch>;
   let spec;
   let open;
@@ -68,6 +70,12 @@ const NO_CHANNEL_ATTACHED =
   "The session gives the agent tools or a store, which travel over the host channel: pass its host end as hostChannel " +
   '(spawn the backend with stdio ["pipe", "pipe", "pipe", "ignore", "pipe"], AGENTLANE_HOST_CHANNEL_FD=4, and pass child.stdio[4]).';
 
+/** A failure before the start as the start's error. */
+function startError(error: unknown): never {
+  if (error instanceof SessionStartError) throw error;
+  throw new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error });
+}
+
 /**
  * A start called off through its `signal` before anything was started
  * (the controller fails a start under way the same way, `aborted`, and
@@ -93,6 +101,7 @@ export function attachAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
   const problem = notAttachable(child);
   if (problem !== undefined) return refusedAttach(child, problem);
+  if (options.resume !== undefined) return resumeInto(options).then((resumed) => attachAgentSession<TConfig, TConfigPatch>(child, resumed), startError);
   try {
     checkSessionOptions(options);
   } catch (error) {

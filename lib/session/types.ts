@@ -291,4 +291,10 @@ export interface AgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConf
   configure(patch: TConfigPatch, options?: OperationOptions): Promise<TConfig>;
   /** Idempotent; never rejects. */
   close(): Promise<void>;
+  /**
+   * The conversation's last committed state (the snapshot the store saved after the last successful run,
+   * or the one it loaded at the start), for `createAgentSession({ resume })`; `null` without a store or
+   * before anything was committed. A copy: changing it changes nothing.
+   */
+  snapshot(): import("../store/types").Snapshot | null;
 }

@@ -43,7 +43,7 @@ export interface HostChannelHooks {
   /** The session's approval path, for a tool with `needsApproval`. */
   approve(tool: string, args: unknown, context: HostToolContext): Promise<{ allowed: boolean; reason: string | null }>;
   diagnostic(diagnostic: HostChannelDiagnostic): void;
-  /** A save or delete the store committed (`null`: deleted). */
+  /** The store's snapshot as loaded, or a save or delete it committed (`null`: none, deleted). */
   committed(snapshot: Snapshot | null): void;
 }
 
@@ -214,6 +214,7 @@ export class HostChannelServer {
       switch (output.what) {
         case "store_load": {
           const snapshot = await store.load({ signal });
+          this.hooks.committed(snapshot);
           return `{"snapshot":${snapshot === null ? "null" : JSON.stringify(snapshot)}}`;
         }
         case "store_save": {
