@@ -45,6 +45,12 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     await session.close();
   });
 
+  it("a channel and no tools: the factory's host.tools() gets an empty list, and the backend works as before", async () => {
+    const { session } = await attachedSession({});
+    expect(await session.run("hello")).toMatchObject({ finalOutput: "You said: hello" });
+    await session.close();
+  });
+
   it("a factory without the module fails the start with tools-not-taken, saying what to add", async () => {
     const start = attachedSession({
       env: { HOST_TOOLS_APP_WITHOUT_MODULE: "1" },

@@ -108,7 +108,7 @@ export class SessionController<TConfig, TConfigPatch> {
         resolved,
         diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
         committed: (snapshot) => (this.lastSnapshot = snapshot),
-      });
+      }, (options as { hostChannel?: unknown }).hostChannel !== undefined);
     } catch (error) {
       throw new SessionStartError((error as Error).message, "invalid-tools", { cause: error });
     }

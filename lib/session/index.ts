@@ -38,7 +38,7 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
     const notify = controller.notify;
     open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
-    if (controller.hostChannel !== undefined) throw new SessionStartError(NO_CHANNEL_YET, "no-host-channel");
+    if (options.tools !== undefined || options.store !== undefined) throw new SessionStartError(NO_CHANNEL_YET, "no-host-channel");
   } catch (error) {
     if (error instanceof SessionStartError) return Promise.reject(error);
     // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.

@@ -23,13 +23,15 @@ export interface HostChannelSessionHooks {
 
 /**
  * The session's host channel, or `undefined` when it offers neither tools
- * nor a store. Throws `TypeError`/`InvalidOptionError` for options that
+ * nor a store and has no channel to the backend. With a channel, it is
+ * always served: a factory with `host.tools()` asks for the tools before
+ * `ready` and must get its (empty) answer. Throws `TypeError`/`InvalidOptionError` for options that
  * cannot be served (before anything starts).
  */
-export function hostChannelFor(options: HostChannelSessionOptions, hooks: HostChannelSessionHooks): HostChannelServer | undefined {
+export function hostChannelFor(options: HostChannelSessionOptions, hooks: HostChannelSessionHooks, channelGiven: boolean): HostChannelServer | undefined {
   const tools = declareTools(options.tools, options.toolTimeoutMs);
   const store = options.store;
-  if (tools.length === 0 && store === undefined) return undefined;
+  if (tools.length === 0 && store === undefined && !channelGiven) return undefined;
   checkStore(store);
   checkMilliseconds("storeTimeoutMs", options.storeTimeoutMs);
   checkCount("hostChannelMaxLineBytes", options.hostChannelMaxLineBytes);
