@@ -59,8 +59,16 @@ from agentlane.models import (
     Tools,
     Usage,
 )
-from agentlane_host_channel import host
 from agentlane_process_bridge import AgentBackend, ConfigRejectedError
+
+try:
+    # The host channel's module (shipped in the npm package's python/ folder):
+    # installed in this directory's uv project, put on PYTHONPATH by the demo
+    # host. Other hosts of this demo agent (benchmarks, the bridge's tests)
+    # run it on a Python without it: then the agent has no host tools.
+    from agentlane_host_channel import host
+except ImportError:
+    host = None
 
 MODELS = ("demo-small", "demo-large")
 """Closed model catalog: config values come from a fixed vocabulary."""
@@ -181,7 +189,7 @@ def create_backend() -> AgentBackend:
         model=ScriptedModel(config),
         tools=Tools([save_note]),
         # The host's own tools (the demo host's `lookup`), over the host channel.
-        shims=[host.tools()],
+        shims=[host.tools()] if host is not None else [],
     ))
     return AgentBackend(agent=agent, approvals=broker,
                         ready_metadata=lambda: {"app": "demo"}, config=config)
