@@ -72,6 +72,7 @@ export type { AgentProcessLike, AttachOptions } from "./session/attach";
 export type { HostChannelSessionOptions, HostTool, HostToolContext, HostTools, ZodLikeSchema } from "./tools/types";
 export { HostToolAbortError, type HostChannelDiagnostic, type HostChannelEnd } from "./tools/server";
 export { checkBackend, type CheckOptions, type CheckReport } from "./check";
+export type { HostToolCheck } from "./check-host-tool";
 export type { FlightRecord, FlightRecorderOptions } from "./session/flight-recorder";
 export type { SessionUpdate } from "./session/stream";
 export {
