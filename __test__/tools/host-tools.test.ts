@@ -118,6 +118,33 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     await session.close();
   });
 
+  it("a handler that answers after its timeout: the late answer is dropped (nothing sent), the next call is answered", async () => {
+    let late!: () => void;
+    const answeredLate = new Promise<void>((resolve) => (late = resolve));
+    let calls_ = 0;
+    const { session, diagnostics } = await attachedSession({
+      tools: {
+        slow: {
+          description: "Answers after its deadline the first time.",
+          inputSchema: { type: "object" },
+          timeoutMs: 200,
+          handler: async () => {
+            calls_ += 1;
+            if (calls_ > 1) return "in time";
+            await new Promise((resolve) => setTimeout(resolve, 600));
+            setImmediate(late);
+            return "too late";
+          },
+        },
+      },
+    });
+    expect(await session.run(calls(["slow", {}]))).toMatchObject({ finalOutput: "Results: The host did not answer in time." });
+    await answeredLate;
+    expect(await session.run(calls(["slow", {}]))).toMatchObject({ finalOutput: "Results: in time" });
+    expect(diagnostics.filter((d) => d.kind === "host-channel")).toEqual([]);
+    await session.close();
+  });
+
   it("a cancel while a handler is pending: its signal aborts (cancelled), the run ends cancelled, nothing left waiting", async () => {
     let started!: () => void;
     const handlerStarted = new Promise<void>((resolve) => (started = resolve));
