@@ -51,6 +51,21 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     await session.close();
   });
 
+  it("tools that cannot be served are refused before the start (invalid-tools): a schema that is not JSON Schema, a remote $ref, a bad name, no handler", async () => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ t: { description: "x", inputSchema: { type: 12 }, handler: () => 1 } }, /tool "t": the input schema is not valid/],
+      [{ t: { description: "x", inputSchema: { $ref: "https://example.com/s.json" }, handler: () => 1 } }, /example\.com/],
+      [{ "bad name": { description: "x", inputSchema: {}, handler: () => 1 } }, /Tool name "bad name"/],
+      [{ t: { description: "x", inputSchema: {} } }, /handler must be a function/],
+    ];
+    for (const [tools, message] of cases) {
+      const error = await attachedSession({ tools: tools as never }).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(SessionStartError);
+      expect(error).toMatchObject({ code: "invalid-tools" });
+      expect((error as Error).message).toMatch(message);
+    }
+  });
+
   it("a factory without the module fails the start with tools-not-taken, saying what to add", async () => {
     const start = attachedSession({
       env: { HOST_TOOLS_APP_WITHOUT_MODULE: "1" },

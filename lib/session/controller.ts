@@ -102,16 +102,13 @@ export class SessionController<TConfig, TConfigPatch> {
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
       resolved,
     });
-    try {
-      this.hostChannel = hostChannelFor(options, {
-        approvals: options.approvals,
-        resolved,
-        diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
-        committed: (snapshot) => (this.lastSnapshot = snapshot),
-      }, (options as { hostChannel?: unknown }).hostChannel !== undefined);
-    } catch (error) {
-      throw new SessionStartError((error as Error).message, "invalid-tools", { cause: error });
-    }
+    // Throws SessionStartError `invalid-tools` for tools that cannot be served.
+    this.hostChannel = hostChannelFor(options, {
+      approvals: options.approvals,
+      resolved,
+      diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
+      committed: (snapshot) => (this.lastSnapshot = snapshot),
+    }, (options as { hostChannel?: unknown }).hostChannel !== undefined);
     this.operations = new SessionOperations(this);
     this.activity = new RunActivity({ options, notify: this.notify, text: this.text, approvals: this.approvals, updates: () => this.updates });
   }

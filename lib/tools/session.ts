@@ -12,6 +12,7 @@ import { declareTools, DEFAULT_STORE_TIMEOUT_MS } from "./declare";
 import { HostChannelServer, type HostChannelDiagnostic } from "./server";
 import type { HostChannelSessionOptions, HostToolContext } from "./types";
 import { checkCount, checkMilliseconds } from "../options";
+import { SessionStartError } from "../errors";
 
 /** What the host channel needs from its session. */
 export interface HostChannelSessionHooks {
@@ -29,6 +30,14 @@ export interface HostChannelSessionHooks {
  * cannot be served (before anything starts).
  */
 export function hostChannelFor(options: HostChannelSessionOptions, hooks: HostChannelSessionHooks, channelGiven: boolean): HostChannelServer | undefined {
+  try {
+    return serverFor(options, hooks, channelGiven);
+  } catch (error) {
+    throw new SessionStartError((error as Error).message, "invalid-tools", { cause: error });
+  }
+}
+
+function serverFor(options: HostChannelSessionOptions, hooks: HostChannelSessionHooks, channelGiven: boolean): HostChannelServer | undefined {
   const tools = declareTools(options.tools, options.toolTimeoutMs);
   const store = options.store;
   if (tools.length === 0 && store === undefined && !channelGiven) return undefined;
