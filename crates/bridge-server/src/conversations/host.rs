@@ -83,7 +83,7 @@ impl Hosted {
             mode,
             since,
             slot,
-        } = starter.start(mode).await.map_err(|failure| Failed {
+        } = starter.start(mode, false).await.map_err(|failure| Failed {
             failure,
             stderr: None,
             backend_pid: None,
