@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import type { Socket } from "node:net";
-import { attachAgentSession, type AgentSession, type AttachSessionOptions, type SessionDiagnostic } from "../../lib/index";
+import { attachAgentSession, closeWarmServers, createAgentSession, type AgentSession, type AttachSessionOptions, type SessionDiagnostic } from "../../lib/index";
 import { repoRoot } from "../helpers";
 
 export const python = join(repoRoot, ".venv", "bin", "python");
@@ -51,6 +51,49 @@ export async function attachedSession(
     hostChannel: child.stdio[4] as Socket,
   });
   return { session, child, diagnostics };
+}
+
+/** How a test's session gets its backend: attached (the test spawns it), or started by the session cold or warm. */
+export type StartMode = "attached" | "cold" | "warm";
+export const START_MODES: StartMode[] = ["attached", "cold", "warm"];
+
+/** Ends the warm servers the tests started (afterAll). */
+export const closeServers = () => closeWarmServers();
+
+/**
+ * A session on a fresh backend in `mode`; `kill()` SIGKILLs the backend
+ * (the attached child, or the started backend's pid).
+ */
+export async function sessionIn(
+  mode: StartMode,
+  options: AttachSessionOptions & { env?: Record<string, string>; app?: string },
+): Promise<{ session: AgentSession; diagnostics: SessionDiagnostic[]; kill: () => Promise<void> }> {
+  if (mode === "attached") {
+    const { session, child, diagnostics } = await attachedSession(options);
+    return { session, diagnostics, kill: async () => void (child.kill("SIGKILL"), await new Promise((resolve) => (child.exitCode !== null ? resolve(null) : child.once("exit", resolve)))) };
+  }
+  const { env, app, ...rest } = options;
+  const diagnostics: SessionDiagnostic[] = [];
+  const session = await createAgentSession({
+    onDiagnostic: (d) => diagnostics.push(d),
+    ...rest,
+    backend: {
+      command: python,
+      args: ["-m", "agentlane_process_bridge", "--app", app ?? "host_tools_app:create_backend"],
+      cwd: backendsDir,
+      env: backendEnv(env),
+      ...(mode === "warm" ? { warm: { fallback: "error" as const } } : {}),
+    },
+  });
+  return {
+    session,
+    diagnostics,
+    kill: async () => {
+      const pid = session.process?.pid;
+      if (pid !== undefined) process.kill(pid, "SIGKILL");
+      await new Promise<void>((resolve) => session.close().then(resolve));
+    },
+  };
 }
 
 /** The scripted model's prompt that calls each tool once in one turn. */

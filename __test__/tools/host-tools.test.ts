@@ -3,12 +3,13 @@
  * real backend (tests/e2e/backends/host_tools_app.py, the module's one
  * line in its factory), a scripted model, real processes and sockets.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SessionClosedError, SessionStartError, type ApprovalRequest, type SessionDiagnostic, type ToolActivity } from "../../lib/index";
-import { attachedSession, calls, killBackends } from "./host-tools-harness";
+import { calls, closeServers, killBackends, sessionIn, START_MODES, type StartMode } from "./host-tools-harness";
 
 afterEach(killBackends);
+afterAll(closeServers);
 
 const lookupSchema = {
   type: "object",
@@ -17,11 +18,11 @@ const lookupSchema = {
   additionalProperties: false,
 };
 
-describe.runIf(process.platform !== "win32")("host tools, attached", () => {
+describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s", (mode: StartMode) => {
   it("one tool: the model's call reaches the handler with its ids, and the result reaches the final answer", async () => {
     const seen: unknown[] = [];
     const activity: ToolActivity[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       onToolActivity: (a) => activity.push(a),
       tools: {
         lookup: {
@@ -45,8 +46,8 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     await session.close();
   });
 
-  it("a channel and no tools: the factory's host.tools() gets an empty list, and the backend works as before", async () => {
-    const { session } = await attachedSession({});
+  it("a session without tools on a factory with host.tools(): no host tools (an empty list over a given channel), the backend works as before", async () => {
+    const { session } = await sessionIn(mode, {});
     expect(await session.run("hello")).toMatchObject({ finalOutput: "You said: hello" });
     await session.close();
   });
@@ -59,7 +60,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
       [{ t: { description: "x", inputSchema: {} } }, /handler must be a function/],
     ];
     for (const [tools, message] of cases) {
-      const error = await attachedSession({ tools: tools as never }).then(() => undefined, (e: unknown) => e);
+      const error = await sessionIn(mode, { tools: tools as never }).then(() => undefined, (e: unknown) => e);
       expect(error).toBeInstanceOf(SessionStartError);
       expect(error).toMatchObject({ code: "invalid-tools" });
       expect((error as Error).message).toMatch(message);
@@ -67,7 +68,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
   });
 
   it("a factory without the module fails the start with tools-not-taken, saying what to add", async () => {
-    const start = attachedSession({
+    const start = sessionIn(mode, {
       env: { HOST_TOOLS_APP_WITHOUT_MODULE: "1" },
       tools: { lookup: { description: "x", inputSchema: lookupSchema, handler: () => "x" } },
     });
@@ -81,7 +82,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     let releaseFirst!: () => void;
     const firstMayAnswer = new Promise<void>((resolve) => (releaseFirst = resolve));
     const order: string[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       tools: {
         slow: { description: "Answers second.", inputSchema: { type: "object" }, handler: async () => (await firstMayAnswer, order.push("slow"), "slow result") },
         fast: {
@@ -103,7 +104,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
 
   it("a handler that throws is a tool failure with its message; the run goes on", async () => {
     const activity: ToolActivity[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       onToolActivity: (a) => activity.push(a),
       tools: { lookup: { description: "x", inputSchema: lookupSchema, handler: () => { throw new Error("customer database is down"); } } },
     });
@@ -115,7 +116,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
 
   it("a handler that never answers: its timeout fails the call (signal aborted with timeout), the run goes on", async () => {
     let reason: unknown;
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       tools: {
         hang: {
           description: "Never answers.",
@@ -137,7 +138,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     let late!: () => void;
     const answeredLate = new Promise<void>((resolve) => (late = resolve));
     let calls_ = 0;
-    const { session, diagnostics } = await attachedSession({
+    const { session, diagnostics } = await sessionIn(mode, {
       tools: {
         slow: {
           description: "Answers after its deadline the first time.",
@@ -164,7 +165,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     let started!: () => void;
     const handlerStarted = new Promise<void>((resolve) => (started = resolve));
     let reason: unknown;
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       tools: {
         hang: {
           description: "Waits for its signal.",
@@ -190,7 +191,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     let started!: () => void;
     const handlerStarted = new Promise<void>((resolve) => (started = resolve));
     let reason: unknown;
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       tools: {
         hang: {
           description: "Waits for its signal.",
@@ -210,7 +211,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
 
   it("a 20 MB result reaches the backend whole", async () => {
     const big = "0123456789abcdef".repeat((20 * 1024 * 1024) / 16);
-    const { session } = await attachedSession({ tools: { blob: { description: "A big result.", inputSchema: { type: "object" }, handler: () => big } } });
+    const { session } = await sessionIn(mode, { tools: { blob: { description: "A big result.", inputSchema: { type: "object" }, handler: () => big } } });
     const result = await session.run(calls(["blob", {}]));
     const digest = (await import("node:crypto")).createHash("sha256").update(big).digest("hex").slice(0, 16);
     expect(result).toMatchObject({ finalOutput: `Results: ${big.length} chars sha256:${digest}` });
@@ -220,7 +221,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
   it("invalid arguments never reach the handler: the model reads the failing paths (zod 4 schema, converted by zod itself)", async () => {
     let called = false;
     const activity: ToolActivity[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       onToolActivity: (a) => activity.push(a),
       tools: {
         lookup: {
@@ -241,7 +242,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
 
   it("a result that is not JSON is a clear invalid-result failure, not a crash", async () => {
     const activity: ToolActivity[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       onToolActivity: (a) => activity.push(a),
       tools: {
         nan: { description: "x", inputSchema: { type: "object" }, handler: () => ({ score: Number.NaN }) },
@@ -261,7 +262,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
   it("a host tool with needsApproval and the agent's own approval in one run: both go through the session's policy", async () => {
     const asked: ApprovalRequest["request"][] = [];
     const resolved: string[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       env: { HOST_TOOLS_APP_APPROVALS: "1" },
       approvals: ({ request }) => (asked.push(request), request.tool_name === "lookup" ? true : { allowed: false, reason: "no notes today" }),
       onApprovalResolved: (r) => resolved.push(`${r.request.tool_name}:${r.allowed}`),
@@ -278,7 +279,7 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
   it("20 sessions calling host tools at once: no answer crosses", async () => {
     const sessions = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        attachedSession({
+        sessionIn(mode, {
           tools: { whoami: { description: "x", inputSchema: { type: "object" }, handler: async ({ n }: { n: number }) => (await new Promise((r) => setTimeout(r, Math.random() * 30)), `session ${i} call ${n}`) } },
         }),
       ),
@@ -286,11 +287,11 @@ describe.runIf(process.platform !== "win32")("host tools, attached", () => {
     const results = await Promise.all(sessions.map(({ session }) => session.run(calls(["whoami", { n: 1 }], ["whoami", { n: 2 }]))));
     results.forEach((result, i) => expect(result).toMatchObject({ finalOutput: `Results: session ${i} call 1 | session ${i} call 2` }));
     await Promise.all(sessions.map(({ session }) => session.close()));
-  }, 60_000);
+  }, 180_000);
 
   it("hostile lines on the channel: each a diagnostic, nothing crashes, the valid call still answered", async () => {
     const diagnostics: SessionDiagnostic[] = [];
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       onDiagnostic: (d) => diagnostics.push(d),
       hostChannelMaxLineBytes: 1_000_000,
       tools: { lookup: { description: "x", inputSchema: lookupSchema, handler: ({ customer_id }) => `found ${customer_id}` } },

@@ -3,28 +3,28 @@
  * the host's store (`HOST_TOOLS_APP_STORE=1`: `state_store=host.state_store()`),
  * a scripted model whose `history` answer lists every user message it saw.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { memoryStore, RunError, SessionStartError, StoreFailedError, type ConversationStore, type Snapshot } from "../../lib/index";
-import { attachedSession, calls, killBackends } from "./host-tools-harness";
+import { calls, closeServers, killBackends, sessionIn, START_MODES, type StartMode } from "./host-tools-harness";
 
 afterEach(killBackends);
+afterAll(closeServers);
 
 const STORE = { HOST_TOOLS_APP_STORE: "1" };
 
-async function threeTurns(store: ConversationStore): Promise<Snapshot> {
-  const { session, child } = await attachedSession({ env: STORE, store });
+async function threeTurns(mode: StartMode, store: ConversationStore): Promise<Snapshot> {
+  const { session, kill } = await sessionIn(mode, { env: STORE, store });
   for (const text of ["one", "two", "three"]) expect(await session.run(text)).toMatchObject({ finalOutput: `You said: ${text}` });
   const snapshot = session.snapshot()!;
   expect(snapshot.revision).toBe(3);
-  child.kill("SIGKILL");
-  await new Promise((resolve) => child.once("exit", resolve));
+  await kill();
   return snapshot;
 }
 
-describe.runIf(process.platform !== "win32")("state and resume, attached", () => {
+describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume, %s", (mode: StartMode) => {
   it("three turns, the backend SIGKILLed, a session resumed from the snapshot answers turn four with turns one to three in its history", async () => {
-    const snapshot = await threeTurns(memoryStore().conversation("c1"));
-    const { session } = await attachedSession({ env: STORE, resume: snapshot, resumeAgentId: { type: "HostTools" } });
+    const snapshot = await threeTurns(mode, memoryStore().conversation("c1"));
+    const { session } = await sessionIn(mode, { env: STORE, resume: snapshot, resumeAgentId: { type: "HostTools" } });
     expect(session.snapshot()?.revision).toBe(3);
     expect(await session.run("history")).toMatchObject({ finalOutput: "Seen 4 user messages: one | two | three | history" });
     expect(session.snapshot()?.revision).toBe(4);
@@ -33,16 +33,16 @@ describe.runIf(process.platform !== "win32")("state and resume, attached", () =>
 
   it("the store alone continues: a new session on the same store sees the earlier turns", async () => {
     const store = memoryStore().conversation("c2");
-    await threeTurns(store);
-    const { session } = await attachedSession({ env: STORE, store });
+    await threeTurns(mode, store);
+    const { session } = await sessionIn(mode, { env: STORE, store });
     expect(await session.run("history")).toMatchObject({ finalOutput: "Seen 4 user messages: one | two | three | history" });
     expect((await store.load())?.revision).toBe(4);
     await session.close();
   });
 
   it("two sessions resumed from one snapshot diverge without touching each other", async () => {
-    const snapshot = await threeTurns(memoryStore().conversation("c3"));
-    const [a, b] = await Promise.all([attachedSession({ env: STORE, resume: snapshot }), attachedSession({ env: STORE, resume: JSON.stringify(snapshot) })]);
+    const snapshot = await threeTurns(mode, memoryStore().conversation("c3"));
+    const [a, b] = await Promise.all([sessionIn(mode, { env: STORE, resume: snapshot }), sessionIn(mode, { env: STORE, resume: JSON.stringify(snapshot) })]);
     await a.session.run("left");
     await b.session.run("right");
     expect(await a.session.run("history")).toMatchObject({ finalOutput: "Seen 5 user messages: one | two | three | left | history" });
@@ -52,7 +52,7 @@ describe.runIf(process.platform !== "win32")("state and resume, attached", () =>
 
   it("reset deletes through the store", async () => {
     const store = memoryStore().conversation("c4");
-    const { session } = await attachedSession({ env: STORE, store });
+    const { session } = await sessionIn(mode, { env: STORE, store });
     await session.run("one");
     expect(await store.load()).not.toBeNull();
     await session.reset();
@@ -71,7 +71,7 @@ describe.runIf(process.platform !== "win32")("state and resume, attached", () =>
     };
     let started!: () => void;
     const handlerStarted = new Promise<void>((resolve) => (started = resolve));
-    const { session } = await attachedSession({
+    const { session } = await sessionIn(mode, {
       env: STORE,
       store,
       tools: { hang: { description: "x", inputSchema: { type: "object" }, handler: (_a, { signal }) => new Promise((_, reject) => (started(), signal.addEventListener("abort", () => reject(signal.reason)))) } },
@@ -94,7 +94,7 @@ describe.runIf(process.platform !== "win32")("state and resume, attached", () =>
 
   it("a stale revision (another writer saved meanwhile) fails the run with the conflict, committing nothing", async () => {
     const store = memoryStore().conversation("c6");
-    const { session } = await attachedSession({ env: STORE, store });
+    const { session } = await sessionIn(mode, { env: STORE, store });
     await session.run("one");
     const theirs = { ...(await store.load())!, revision: 2 };
     await store.save(theirs, { expectedRevision: 1 });
@@ -109,7 +109,7 @@ describe.runIf(process.platform !== "win32")("state and resume, attached", () =>
     const inner = memoryStore().conversation("c7");
     let hang = false;
     const store: ConversationStore = { load: (o) => inner.load(o), save: (s, o) => (hang ? new Promise(() => {}) : inner.save(s, o)), delete: (o) => inner.delete(o) };
-    const { session } = await attachedSession({ env: STORE, store, storeTimeoutMs: 300 });
+    const { session } = await sessionIn(mode, { env: STORE, store, storeTimeoutMs: 300 });
     await session.run("one");
     hang = true;
     const failed = await session.run("two").then(() => undefined, (e: unknown) => e);
@@ -120,24 +120,24 @@ describe.runIf(process.platform !== "win32")("state and resume, attached", () =>
   });
 
   it("snapshots that are corrupted, of an unknown version or of another agent are refused with invalid-snapshot before the start", async () => {
-    const snapshot = await threeTurns(memoryStore().conversation("c8"));
+    const snapshot = await threeTurns(mode, memoryStore().conversation("c8"));
     const cases: Array<[unknown, string]> = [
       ["{not json", "snapshot-corrupted"],
       [{ ...snapshot, schema_version: 2 }, "snapshot-version-unsupported"],
       [{ ...snapshot, state: { ...snapshot.state, history: "x" } }, "snapshot-corrupted"],
     ];
     for (const [resume, code] of cases) {
-      const error = await attachedSession({ env: STORE, resume: resume as Snapshot }).then(() => undefined, (e: unknown) => e);
+      const error = await sessionIn(mode, { env: STORE, resume: resume as Snapshot }).then(() => undefined, (e: unknown) => e);
       expect(error).toBeInstanceOf(SessionStartError);
       expect(error).toMatchObject({ code: "invalid-snapshot", cause: { code } });
     }
-    const other = await attachedSession({ env: STORE, resume: snapshot, resumeAgentId: { type: "Support" } }).then(() => undefined, (e: unknown) => e);
+    const other = await sessionIn(mode, { env: STORE, resume: snapshot, resumeAgentId: { type: "Support" } }).then(() => undefined, (e: unknown) => e);
     expect(other).toMatchObject({ code: "invalid-snapshot", cause: { code: "snapshot-agent-mismatch" } });
   });
 
   it("resume into a factory that does not use the store fails the start with store-not-taken (no silent loss)", async () => {
-    const snapshot = await threeTurns(memoryStore().conversation("c9"));
-    const error = await attachedSession({ resume: snapshot }).then(() => undefined, (e: unknown) => e);
+    const snapshot = await threeTurns(mode, memoryStore().conversation("c9"));
+    const error = await sessionIn(mode, { resume: snapshot }).then(() => undefined, (e: unknown) => e);
     expect(error).toMatchObject({ code: "store-not-taken" });
     expect((error as Error).message).toContain("state_store=host.state_store()");
   });

@@ -183,6 +183,7 @@ export class SessionController<TConfig, TConfigPatch> {
       },
       onReadError: (error) => this.onReadError(error),
       onStarted: (info) => (this.processInfo = info),
+      onHostChannel: (socket) => this.hostChannel?.serve(socket),
       onStdoutClosed: () => this.onStdoutClosed(),
       onSpawnError: (error) => this.onSpawnError(error),
       onExit: (code, signal) => this.onExit(code, signal),

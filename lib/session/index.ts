@@ -35,10 +35,13 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   try {
     checkSessionOptions(options);
     controller = new SessionController<TConfig, TConfigPatch>(options);
-    spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
+    // The host channel is declared when the session has something to serve over it (tools, a store):
+    // cold or warm, the backend gets it at fd 4 and its host end comes through onHostChannel.
+    const hostChannel = controller.hostChannel !== undefined;
+    if (hostChannel && process.platform === "win32") throw new SessionStartError(NO_CHANNEL_HERE, "no-host-channel");
+    spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow, ...(hostChannel ? { hostChannel } : {}) };
     const notify = controller.notify;
     open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
-    if (options.tools !== undefined || options.store !== undefined) throw new SessionStartError(NO_CHANNEL_YET, "no-host-channel");
   } catch (error) {
     if (error instanceof SessionStartError) return Promise.reject(error);
     // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.
@@ -65,7 +68,7 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   return withStartSlot(start, signal && { signal, error: () => aborted(signal, "while it waited for a start slot") });
 }
 
-const NO_CHANNEL_YET = "Tools and a store need the host channel, which this start mode does not give yet: attach the backend with its channel (attachAgentSession with hostChannel).";
+const NO_CHANNEL_HERE = "Tools and a store travel over the host channel, a Unix socket pair: not available on Windows.";
 const NO_CHANNEL_ATTACHED =
   "The session gives the agent tools or a store, which travel over the host channel: pass its host end as hostChannel " +
   '(spawn the backend with stdio ["pipe", "pipe", "pipe", "ignore", "pipe"], AGENTLANE_HOST_CHANNEL_FD=4, and pass child.stdio[4]).';
