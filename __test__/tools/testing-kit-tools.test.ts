@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import type { Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { attachAgentSession, type ToolActivity } from "../../lib/index";
+import { attachAgentSession, createAgentSession, type ToolActivity } from "../../lib/index";
 import { scriptedBackend, type BackendScript } from "../../lib/testing/index";
 
 const started: Array<{ child: ChildProcess; dispose: () => void }> = [];
@@ -65,5 +65,22 @@ describe.runIf(process.platform !== "win32")("testing kit: scripted host tool ca
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(reason).toMatchObject({ code: "cancelled" });
     await session.close();
+  });
+
+  it("through createAgentSession (cold): the kit's backend gets the channel the session declares for its tools", async () => {
+    const kit = scriptedBackend({ runs: [{ steps: [{ hostTool: "lookup", args: { id: "c-9" } }], final: "done" }] });
+    try {
+      const results: unknown[] = [];
+      const session = await createAgentSession({
+        backend: kit.backend,
+        onToolActivity: (a) => a.phase === "end" && results.push(a.result),
+        tools: { lookup: { description: "x", inputSchema: { type: "object" }, handler: ({ id }: { id: string }) => `found ${id}` } },
+      });
+      expect(await session.run("go")).toMatchObject({ finalOutput: "done" });
+      expect(results).toEqual(["found c-9"]);
+      await session.close();
+    } finally {
+      kit.dispose();
+    }
   });
 });
