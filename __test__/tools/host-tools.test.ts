@@ -67,6 +67,15 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     }
   });
 
+  it.runIf(mode === "attached")("an attached session with tools and no hostChannel is refused (no-host-channel), saying what to pass", async () => {
+    const { attachAgentSession } = await import("../../lib/index");
+    const { spawnBackend } = await import("./host-tools-harness");
+    const child = spawnBackend();
+    const error = await attachAgentSession(child, { tools: { t: { description: "x", inputSchema: {}, handler: () => 1 } } }).then(() => undefined, (e: unknown) => e);
+    expect(error).toMatchObject({ code: "no-host-channel" });
+    expect((error as Error).message).toContain("child.stdio[4]");
+  });
+
   it("a factory without the module fails the start with tools-not-taken, saying what to add", async () => {
     const start = sessionIn(mode, {
       env: { HOST_TOOLS_APP_WITHOUT_MODULE: "1" },
