@@ -135,6 +135,20 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     expect(other).toMatchObject({ code: "invalid-snapshot", cause: { code: "snapshot-agent-mismatch" } });
   });
 
+  it.runIf(mode === "attached")("resume into a store: an empty one takes the snapshot, one holding that revision continues, one holding another is resume-conflict (nothing overwritten)", async () => {
+    const snapshot = await threeTurns(mode, memoryStore().conversation("c10"));
+    const empty = memoryStore().conversation("empty");
+    const a = await sessionIn(mode, { env: STORE, store: empty, resume: snapshot });
+    expect((await empty.load())?.revision).toBe(3);
+    await a.session.close();
+    const same = await sessionIn(mode, { env: STORE, store: empty, resume: snapshot });
+    expect(await same.session.run("history")).toMatchObject({ finalOutput: "Seen 4 user messages: one | two | three | history" });
+    await same.session.close();
+    const error = await sessionIn(mode, { env: STORE, store: empty, resume: snapshot }).then(() => undefined, (e: unknown) => e);
+    expect(error).toMatchObject({ code: "resume-conflict" });
+    expect((await empty.load())?.revision).toBe(4);
+  });
+
   it("resume into a factory that does not use the store fails the start with store-not-taken (no silent loss)", async () => {
     const snapshot = await threeTurns(mode, memoryStore().conversation("c9"));
     const error = await sessionIn(mode, { resume: snapshot }).then(() => undefined, (e: unknown) => e);
