@@ -117,7 +117,10 @@ impl HostChannel {
         let mut tools = Vec::with_capacity(config.tools.len());
         for tool in config.tools {
             let input_schema = serde_json::from_str(&tool.input_schema).map_err(|error| {
-                Error::from_reason(format!("tool {:?}: the input schema is not JSON: {error}", tool.name))
+                Error::from_reason(format!(
+                    "tool {:?}: the input schema is not JSON: {error}",
+                    tool.name
+                ))
             })?;
             tools.push(ToolSpec {
                 name: tool.name,
@@ -137,7 +140,8 @@ impl HostChannel {
         if let Some(max) = config.max_line_bytes.filter(|m| m.is_finite() && *m >= 1.0) {
             options.max_line_bytes = max as usize;
         }
-        let channel = Channel::new(options).map_err(|error| Error::from_reason(error.to_string()))?;
+        let channel =
+            Channel::new(options).map_err(|error| Error::from_reason(error.to_string()))?;
         let framer = channel.framer();
         Ok(HostChannel {
             channel,
@@ -177,7 +181,12 @@ impl HostChannel {
     /// The application's failure for a call (`kind` a reply error code;
     /// an unknown one is sent as `tool-error`).
     #[napi(catch_unwind)]
-    pub fn answer_error(&mut self, call: u32, kind: String, message: String) -> Option<Vec<HostChannelOutput>> {
+    pub fn answer_error(
+        &mut self,
+        call: u32,
+        kind: String,
+        message: String,
+    ) -> Option<Vec<HostChannelOutput>> {
         let kind = ReplyErrorKind::from_code(&kind).unwrap_or(ReplyErrorKind::ToolError);
         self.answer(call, Answer::Error { kind, message })
     }
@@ -258,7 +267,10 @@ impl HostChannel {
     }
 
     fn convert(&mut self, outputs: Vec<Output>) -> Vec<HostChannelOutput> {
-        outputs.into_iter().map(|output| self.convert_one(output)).collect()
+        outputs
+            .into_iter()
+            .map(|output| self.convert_one(output))
+            .collect()
     }
 
     fn convert_one(&mut self, output: Output) -> HostChannelOutput {
