@@ -51,19 +51,19 @@ describe.runIf(process.platform !== "win32")("testing kit: scripted host tool ca
   });
 
   it("cancelling a run whose host tool is pending aborts the handler's signal", async () => {
-    let reason: unknown;
+    let abortedWith!: (reason: unknown) => void;
+    const aborted = new Promise<unknown>((resolve) => (abortedWith = resolve));
     let started!: () => void;
     const pending = new Promise<void>((resolve) => (started = resolve));
     const session = await attachedScript(
       { runs: [{ steps: [{ hostTool: "wait" }] }] },
-      { tools: { wait: { description: "x", inputSchema: { type: "object" }, handler: (_a, { signal }) => new Promise(() => (started(), signal.addEventListener("abort", () => (reason = signal.reason)))) } } },
+      { tools: { wait: { description: "x", inputSchema: { type: "object" }, handler: (_a, { signal }) => new Promise(() => (started(), signal.addEventListener("abort", () => abortedWith(signal.reason)))) } } },
     );
     const run = session.run("go");
     await pending;
     await session.cancel();
     expect(await run).toEqual({ status: "cancelled" });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(reason).toMatchObject({ code: "cancelled" });
+    expect(await aborted).toMatchObject({ code: "cancelled" });
     await session.close();
   });
 
