@@ -51,6 +51,25 @@ describe.runIf(process.platform !== "win32")("state and resume on PostgreSQL, tw
     await session.close();
   }, 60_000);
 
+  it("two sessions continuing one conversation at once: exactly one run commits, the other fails with the revision conflict", async () => {
+    const id = `race-${randomUUID()}`;
+    const store = () => postgresStore({ pool }).conversation(id);
+    const first = await attachedSession({ env: { HOST_TOOLS_APP_STORE: "1" }, store: store() });
+    await first.session.run("one");
+    const second = await attachedSession({ env: { HOST_TOOLS_APP_STORE: "1" }, store: store() });
+    // Both loaded revision 1; both runs try to save revision 2.
+    const outcomes = await Promise.all([first.session.run("left"), second.session.run("right")].map((run) => run.then(() => "committed", (e: unknown) => e)));
+    expect(outcomes.filter((o) => o === "committed")).toHaveLength(1);
+    const failure = outcomes.find((o) => o !== "committed");
+    expect(failure).toBeInstanceOf(RunError);
+    expect((failure as Error).message).toMatch(/[Rr]evision conflict/);
+    const stored = await store().load();
+    expect(stored?.revision).toBe(2);
+    const winner = outcomes[0] === "committed" ? "left" : "right";
+    expect(stored?.state.history.map((m) => m.content)).toContain(winner);
+    await Promise.all([first.session.close(), second.session.close()]);
+  }, 60_000);
+
   it("the server restarted mid-conversation: the run during the outage fails saying why, nothing committed is lost, the next run is saved", async () => {
     const id = `restart-${randomUUID()}`;
     const store = postgresStore({ pool }).conversation(id);
