@@ -95,6 +95,11 @@ export class HostChannelServer {
 
   /** Reads and writes `end` from now on (the backend may write before `ready`). */
   serve(end: HostChannelEnd): void {
+    if (this.ended || this.end !== undefined) {
+      // The session has already ended (or has its channel): nothing will read this one.
+      end.destroy();
+      return;
+    }
     this.end = end;
     end.on("data", (chunk) => this.handle(this.core.feed(typeof chunk === "string" ? Buffer.from(chunk) : chunk)));
     end.on("error", () => this.lost());
