@@ -27,6 +27,47 @@ export declare class FileLock {
   release(): void
 }
 
+/** The host side of one conversation's channel. */
+export declare class HostChannel {
+  /**
+   * Throws (`tool "name": why`) when a tool's name repeats or its schema
+   * cannot be used.
+   */
+  constructor(config: HostChannelConfig)
+  /** Bytes read from the backend's end. */
+  feed(chunk: Uint8Array): Array<HostChannelOutput>
+  /**
+   * The backend's end closed or broke: a last line without its newline
+   * is judged, then every pending call is aborted.
+   */
+  lost(): Array<HostChannelOutput>
+  /**
+   * The application's result for a call: one JSON text. Returns `null`
+   * when the call is no longer pending (nothing is sent).
+   */
+  answerValue(call: number, json: string): Array<HostChannelOutput> | null
+  /**
+   * The application's failure for a call (`kind` a reply error code;
+   * an unknown one is sent as `tool-error`).
+   */
+  answerError(call: number, kind: string, message: string): Array<HostChannelOutput> | null
+  /** Ends the calls whose deadline has passed. */
+  expire(): Array<HostChannelOutput>
+  /** Milliseconds until the earliest deadline (0 when passed), or `null`. */
+  nextDeadlineMs(): number | null
+  /**
+   * The host closes the conversation: pending calls are answered
+   * `host-unavailable` and aborted, later requests answered so.
+   */
+  close(): Array<HostChannelOutput>
+  /** Whether the backend asked for the tool list (its factory took them). */
+  listedTools(): boolean
+  /** The backend's `hello` version, once it came. */
+  helloVersion(): string | null
+  /** How many calls the application works on. */
+  pendingCount(): number
+}
+
 /** Frames and judges a stream's chunks on the calling thread. */
 export declare class LineDecoder {
   /** `kind` is `"events"` (stdout: every line judged) or `"text"` (stderr). */
@@ -206,6 +247,60 @@ export interface ForkRefusal {
   /** `not-ready`, `unavailable`, `busy` or `io`. */
   code: string
   message: string
+}
+
+/** What the channel serves. */
+export interface HostChannelConfig {
+  tools: Array<HostToolDeclaration>
+  /** The default call deadline in milliseconds; none: no deadline. */
+  callTimeoutMs?: number
+  /** Whether the conversation has a store. */
+  store: boolean
+  /** A store operation's deadline in milliseconds; none: no deadline. */
+  storeTimeoutMs?: number
+  /** The longest line taken from the backend; none: the protocol's limit. */
+  maxLineBytes?: number
+}
+
+/**
+ * One output of the core (see `bridge_host_channel::Output`), flattened:
+ * `kind` says which fields are set.
+ */
+export interface HostChannelOutput {
+  /** `send`, `request`, `abort` or `diagnostic`. */
+  kind: string
+  /** `send`: the line to write, newline included. */
+  line?: Buffer
+  /** `request`, `abort`: the call's number. */
+  call?: number
+  /**
+   * `request`: `call_tool`, `store_load`, `store_save` or `store_delete`.
+   * `abort`: `cancelled`, `timeout`, `lost` or `closed`. `diagnostic`: the code.
+   */
+  what?: string
+  /** `call_tool`: the tool. `diagnostic`: the message. */
+  name?: string
+  /** `call_tool`: the arguments' JSON text; `store_save`: the snapshot's. */
+  json?: string
+  toolCallId?: string
+  runId?: string
+  /** `store_save`: the snapshot's revision. */
+  revision?: number
+  /** `store_save`, `store_delete`: the expected revision (none: the store must be empty). */
+  expectedRevision?: number
+  /** `diagnostic`: the failing fields; the request id, when one was read. */
+  fields?: Array<string>
+  id?: string
+}
+
+/** One tool as the TypeScript layer declares it. */
+export interface HostToolDeclaration {
+  name: string
+  description: string
+  /** The input schema as JSON text. */
+  inputSchema: string
+  /** The call's deadline in milliseconds; none: the channel's default. */
+  timeoutMs?: number
 }
 
 /** §3.3: whether an event's `protocol_version` is accepted. */

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.FileLock = nativeBinding.FileLock
+module.exports.HostChannel = nativeBinding.HostChannel
 module.exports.LineDecoder = nativeBinding.LineDecoder
 module.exports.JsLineDecoder = nativeBinding.JsLineDecoder
 module.exports.PreforkServer = nativeBinding.PreforkServer

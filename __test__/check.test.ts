@@ -15,6 +15,8 @@ const python = join(repoRoot, ".venv", "bin", "python");
 const demoDir = join(repoRoot, "examples", "backend");
 const demo = { command: python, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: demoDir };
 const cli = join(repoRoot, "dist", "cli.js");
+/** The demo backend with the host channel's module importable (the package's python/). */
+const demoWithModule = { ...demo, env: { ...process.env, PYTHONPATH: join(repoRoot, "python", "src") } };
 
 describe.runIf(existsSync(python))("checkBackend", () => {
   it("step 1 only: ready, protocol 1.x, nothing left running", async () => {
@@ -39,6 +41,24 @@ describe.runIf(existsSync(python))("checkBackend", () => {
     expect(denied.processesLeft).toBe(0);
   });
 
+  it("step 3 (hostTool): the agent calls the host's own lookup tool and its result, the check's token, reaches the final answer", async () => {
+    const report = await checkBackend(demoWithModule, { prompt: "Save a note.", approvals: () => true, hostTool: true });
+    expect(report.ok).toBe(true);
+    expect(report.hostTool).toMatchObject({ ok: true, called: true });
+    expect(String(report.hostTool?.finalOutput)).toMatch(/check-token-[0-9a-f]{12}/);
+    expect(report.processesLeft).toBe(0);
+  });
+
+  it("step 3 says which part failed: a factory without the module (tools-not-taken), an agent that does not call the tool (tool-not-called)", async () => {
+    const withoutModule = await checkBackend(demo, { hostTool: true });
+    expect(withoutModule.ok).toBe(false);
+    expect(withoutModule.start.ok).toBe(true);
+    expect(withoutModule.hostTool).toMatchObject({ ok: false, called: false, error: { code: "tools-not-taken" } });
+    const hostToolsApp = { ...demoWithModule, args: ["-m", "agentlane_process_bridge", "--app", "host_tools_app:create_backend"], cwd: join(repoRoot, "tests", "e2e", "backends") };
+    const notCalled = await checkBackend(hostToolsApp, { hostTool: { prompt: "hello" } });
+    expect(notCalled.hostTool).toMatchObject({ ok: false, called: false, finalOutput: "You said: hello", error: { code: "tool-not-called" } });
+  });
+
   it("a backend that does not start: a report, not an exception, with the likely cause", async () => {
     const report = await checkBackend({ ...demo, args: ["-m", "agentlane_process_bridge", "--app", "no_such_app:factory"] });
     expect(report.ok).toBe(false);
@@ -56,6 +76,13 @@ describe.runIf(existsSync(python) && existsSync(cli))("process-bridge-native che
     expect(result.stdout).toMatch(/^step 1 ok: the backend is ready in \d+ ms \(agentlane 0\.22\.0, agentlane-process-bridge, protocol 1\.x\)\n/);
     expect(result.stdout).toContain("  approval of save_note: allowed\n");
     expect(result.stdout.trim().split("\n").at(-1)).toBe("check passed");
+  });
+
+  it("--host-tool through uv: step 3 ok, the host's tool result in the final answer", () => {
+    const result = spawnSync(process.execPath, [cli, "check", "--app", "demo_app:create_backend", "--project-dir", demoDir, "--host-tool"], { env, encoding: "utf8" });
+    expect(result.stdout).toMatch(/^step 3 ok: the agent called the host's own tool lookup \(\d+ ms\)$/m);
+    expect(result.stdout).toMatch(/final answer: ".*check-token-[0-9a-f]{12}/);
+    expect(result.status).toBe(0);
   });
 
   it("--json, a failing backend: exit 1 and the structured report", () => {

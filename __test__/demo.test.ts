@@ -22,7 +22,7 @@ function runDemo(env: Record<string, string> = {}) {
 
 describe("the demo host", () => {
   // Spawned, and forked from a prefork server (DEMO_WARM=1).
-  it.each(["cold", "warm"] as const)("runs a real conversation (%s): streamed text, an approved tool call, the result, the answer, a clean exit", (startMode) => {
+  it.each(["cold", "warm"] as const)("runs a real conversation (%s): streamed text, an approved tool call, the host's own tool, the results, the answer, a clean exit", (startMode) => {
     const { code, out, err } = runDemo(startMode === "warm" ? { DEMO_WARM: "1" } : {});
     expect(err).toBe("");
     expect(code).toBe(0);
@@ -31,9 +31,13 @@ describe("the demo host", () => {
     expect(out).toContain("[host] approving");
     expect(out).toContain("[approval resolved] allow");
     expect(out).toContain('[tool result] "Saved note note.txt (44 characters)."');
-    expect(out).toContain('final answer: "All done. Saved note note.txt (44 characters)."');
+    // The host's own tool (the host channel): its handler ran here, and its result reached the answer.
+    expect(out).toContain('[host tool] lookup("process bridge"): answered by this process');
+    expect(out).toContain(`[tool result] "The host's notes on process bridge: it hosts AgentLane agents from Node."`);
+    expect(out).toContain(`final answer: "All done. Saved note note.txt (44 characters). The host's notes on process bridge: it hosts AgentLane agents from Node."`);
+    expect(out).toMatch(/host tool called +\d+ ms/);
     expect(out).toMatch(/session closed +\d+ ms/);
-    expect(out).toMatch(/events decoded +36/);
+    expect(out).toMatch(/events decoded +50/);
     // The streamed text arrived in order, before the tool call.
     expect(out.indexOf("Sure, I will save that as a note.")).toBeLessThan(out.indexOf("[tool call] save_note"));
   });

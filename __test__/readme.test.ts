@@ -51,7 +51,7 @@ describe("README examples", () => {
     expect(blocks.length).toBeGreaterThanOrEqual(6);
     const unmarked = blocks.filter((block) => block[1] === undefined).map((block) => readme.slice(block.index, block.index + 80));
     expect(unmarked).toEqual([]);
-    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "session", "session-venv", "shared-warm", "stores", "stores-postgres", "stream", "testing", "warm"]);
+    expect(blocks.map((block) => block[2]).sort()).toEqual(["attach", "decode", "host-tools", "resume", "session", "session-venv", "shared-warm", "stores", "stores-postgres", "stream", "testing", "warm"]);
   });
 
   it("the shared warm server's example is __test__/fixtures/shared-warm/global-setup.mjs, which warm-servers.test.ts runs", () => {
@@ -68,6 +68,20 @@ describe("README examples", () => {
     expect(result.stdout).toBe('saved\nnull\n{"type":"prompt","text":"List the files","protocol_version":"1.0"}\n');
     expect(result.stderr).toBe("invalid-payload [ 'event.payload.tool_call.id' ]\n");
   });
+});
+
+describe.runIf(existsSync(join(repoRoot, ".venv", "bin", "python")))("README snippets of the application's own tools and state", () => {
+  it("the host-tools snippet: the agent calls the application's lookup, its result in the final answer", () => {
+    const result = runSnippet("host-tools");
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toBe('Results: {"name": "Ada Lovelace", "plan": "gold"}\n');
+  }, 90_000);
+
+  it("the resume snippet: a conversation resumed from its snapshot remembers its turns", () => {
+    const result = runSnippet("resume");
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toBe("Seen 3 user messages: one | two | history\n");
+  }, 90_000);
 });
 
 describe("README snippets of the conversation stores", () => {

@@ -7,8 +7,10 @@
 // reports a supported protocol version, else it says what is wrong), then:
 // streams the assistant's text, approves the tool call the agent asks
 // approval for (the approval policy answers with an `approve` command:
-// host -> backend), shows the tool result and the final answer, closes the
-// session cleanly and prints a timing summary.
+// host -> backend), answers the agent's call of the host's own `lookup`
+// tool (the host channel: the handler below runs in this process, the
+// result reaches the final answer), shows the tool results and the final
+// answer, closes the session cleanly and prints a timing summary.
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,7 +36,26 @@ let events = 0;
 let session;
 try {
   session = await createAgentSession({
-    backend: { command: python, args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"], cwd: backendDir, ...warm },
+    // PYTHONPATH: the host channel's module as this package ships it (python/);
+    // an application installs it: pip install ./node_modules/@agentlanejs/process-bridge-native/python
+    backend: {
+      command: python,
+      args: ["-m", "agentlane_process_bridge", "--app", "demo_app:create_backend"],
+      cwd: backendDir,
+      env: { ...process.env, PYTHONPATH: [join(root, "python", "src"), process.env.PYTHONPATH].filter(Boolean).join(":") },
+      ...warm,
+    },
+    tools: {
+      lookup: {
+        description: "Looks a topic up in the host's own notes.",
+        inputSchema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+        handler: ({ topic }) => {
+          mark("host tool called");
+          console.log(`\n[host tool] lookup(${JSON.stringify(topic)}): answered by this process`);
+          return `The host's notes on ${topic}: it hosts AgentLane agents from Node.`;
+        },
+      },
+    },
     readyTimeoutMs: 30_000,
     textDelivery: "immediate",
     approvals: ({ request, reason }) => {
@@ -111,6 +132,7 @@ function summary() {
   console.log(`  backend ready      ${ms("ready")}`);
   console.log(`  first token        ${ms("first token")}`);
   console.log(`  approval asked     ${ms("approval asked")}`);
+  console.log(`  host tool called   ${ms("host tool called")}`);
   console.log(`  run complete       ${ms("complete")}`);
   console.log(`  session closed     ${ms("closed")}`);
   console.log(`  events decoded     ${events}`);

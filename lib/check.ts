@@ -14,6 +14,7 @@ import type { ApprovalPolicy, ApprovalResolution, ReadyInfo, RunResult, ToolActi
 import { createAgentSession } from "./session/index";
 import { AgentSessionError, SessionStartError } from "./errors";
 import type { BackendProcess, BackendSpec, ContainmentMode } from "./process";
+import { checkHostTool, type HostToolCheck } from "./check-host-tool";
 
 export interface CheckOptions {
   /** Step 2: one prompt to run (leave it out for step 1 only). */
@@ -24,6 +25,12 @@ export interface CheckOptions {
   readyTimeoutMs?: number;
   /** How long step 2 may take (default 60000); the run is cancelled after. */
   runTimeoutMs?: number;
+  /**
+   * Last step: a conversation in which the agent calls the host's own
+   * `lookup` tool and its result must reach the final answer (the factory
+   * needs `shims=[host.tools()]`). `true`, or the prompt to use.
+   */
+  hostTool?: boolean | { prompt?: string };
 }
 
 export interface CheckReport {
@@ -53,6 +60,8 @@ export interface CheckReport {
     mode?: ContainmentMode;
     error?: { code: "supervisor-missing"; errno: "ENOENT" | "EACCES"; path: string; message: string };
   };
+  /** The host tool step, when asked (`hostTool`). */
+  hostTool?: HostToolCheck;
   /** Processes of the backend still running after the check (0 when all went well). */
   processesLeft: number;
 }
@@ -131,6 +140,11 @@ export async function checkBackend(backend: BackendSpec, options: CheckOptions =
   }
   report.processesLeft = await processesLeft(processes);
   if (report.processesLeft > 0) report.ok = false;
+  if (options.hostTool) {
+    const prompt = typeof options.hostTool === "object" ? options.hostTool.prompt : undefined;
+    report.hostTool = await checkHostTool(backend, { prompt, readyTimeoutMs: options.readyTimeoutMs, runTimeoutMs: options.runTimeoutMs });
+    report.ok = report.ok && report.hostTool.ok;
+  }
   return report;
 }
 

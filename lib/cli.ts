@@ -21,11 +21,14 @@ import { checkMilliseconds } from "./options";
 import type { BackendSpec } from "./process";
 
 const USAGE = `usage: process-bridge-native check --app module:factory [--project-dir DIR] [--python PATH]
-                                   [--prompt TEXT] [--allow | --deny] [--json] [--timeout-ms N]
+                                   [--prompt TEXT] [--allow | --deny] [--host-tool [--host-tool-prompt TEXT]]
+                                   [--json] [--timeout-ms N]
        process-bridge-native check [options] -- <command> [args...]
 
   step 1: start the backend, wait for ready, check its protocol version
   step 2 (with --prompt): one real prompt; approvals are denied, or allowed with --allow
+  step 3 (with --host-tool): a conversation in which the agent calls the host's own tool
+         lookup and its result reaches the final answer (the factory needs shims=[host.tools()])
   also: the native supervisor is checked (a platform package that should ship one and
         does not fails the check: the backend would run without its containment)
 
@@ -61,6 +64,8 @@ async function main(argv: string[]): Promise<number> {
         deny: { type: "boolean" },
         json: { type: "boolean" },
         "timeout-ms": { type: "string" },
+        "host-tool": { type: "boolean" },
+        "host-tool-prompt": { type: "string" },
       },
     });
   } catch (error) {
@@ -94,6 +99,7 @@ async function main(argv: string[]): Promise<number> {
     approvals: () => (values.allow ? true : { allowed: false, reason: "Denied by the check." }),
     readyTimeoutMs: timeoutMs,
     runTimeoutMs: timeoutMs,
+    hostTool: values["host-tool"] || values["host-tool-prompt"] !== undefined ? { prompt: values["host-tool-prompt"] } : undefined,
   });
   process.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : describe(report));
   return report.ok ? 0 : 1;
@@ -122,6 +128,12 @@ function describe(report: CheckReport): string {
     for (const tool of run.tools) out.push(`  tool ${tool.tool}: ${tool.ok ? "ok" : "failed"}, result ${JSON.stringify(tool.result)}`);
     if (run.result?.status === "completed") out.push(`  final answer: ${JSON.stringify(run.result.finalOutput)}`);
     if (run.error) out.push(`  ${run.error.code}: ${run.error.message}`);
+  }
+  const tool = report.hostTool;
+  if (tool) {
+    out.push(`step 3 ${tool.ok ? "ok" : `FAILED (${tool.error?.code})`}: the agent ${tool.called ? "called" : "did not call"} the host's own tool lookup (${tool.ms} ms)`);
+    if (tool.finalOutput !== undefined) out.push(`  final answer: ${JSON.stringify(tool.finalOutput)}`);
+    if (tool.error) out.push(`  ${tool.error.message}`);
   }
   const { supervisor } = report;
   if (supervisor.error) out.push(`supervisor FAILED (${supervisor.error.code}, ${supervisor.error.errno}): ${supervisor.error.message}`);

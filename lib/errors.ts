@@ -186,7 +186,19 @@ export type SessionStartErrorCode =
   /** A warm start was asked for with `fallback: "error"` and is not possible (`cause`: the `WarmStartError`). */
   | "warm-unavailable"
   /** The application called the start off (its `signal`; `cause`: the signal's reason); what had started was killed. */
-  | "aborted";
+  | "aborted"
+  /** The session gives the agent tools (`tools`), and the backend's factory did not add `host.tools()` (docs/host-channel.md §1). */
+  | "tools-not-taken"
+  /** The session gives the agent a store or a snapshot to resume, and the backend's factory did not pass `host.state_store()`. */
+  | "store-not-taken"
+  /** The `tools` option cannot be served (a schema that is not usable JSON Schema, a bad name or handler). */
+  | "invalid-tools"
+  /** `resume` names a snapshot the session refuses (corrupted, of an unknown version, of another agent); `cause`: the `SnapshotError`. */
+  | "invalid-snapshot"
+  /** `resume` with a `store` that holds another snapshot (or could not take it); nothing was overwritten. */
+  | "resume-conflict"
+  /** Tools or a store were given where this start has no host channel to carry them (an attached process without `hostChannel`). */
+  | "no-host-channel";
 
 /** `WarmStartError.reason`: why a warm start (docs/prefork.md) is not possible. */
 export type WarmUnavailableReason =

@@ -69,7 +69,10 @@ export {
 export { attachAgentSession, createAgentSession } from "./session/index";
 export { setMaxConcurrentStarts, startSlots } from "./session/start-slots";
 export type { AgentProcessLike, AttachOptions } from "./session/attach";
+export type { HostChannelSessionOptions, HostTool, HostToolContext, HostTools, ZodLikeSchema } from "./tools/types";
+export { HostToolAbortError, type HostChannelDiagnostic, type HostChannelEnd } from "./tools/server";
 export { checkBackend, type CheckOptions, type CheckReport } from "./check";
+export type { HostToolCheck } from "./check-host-tool";
 export type { FlightRecord, FlightRecorderOptions } from "./session/flight-recorder";
 export type { SessionUpdate } from "./session/stream";
 export {

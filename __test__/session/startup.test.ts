@@ -20,7 +20,7 @@ describe("startup and ready gating (§9.5.4 1-6)", () => {
     expect(l.session.ready).toEqual({ version: "1.2.3", package: "pkg", metadata: {} });
     expect(l.session.config).toBeUndefined();
     expect(l.rec.eventTypes()).toEqual(["ready"]);
-    expect(Object.keys(l.session).sort()).toEqual(["bufferedInputBytes", "cancel", "close", "config", "configure", "flightRecord", "process", "ready", "reset", "run", "stream"]);
+    expect(Object.keys(l.session).sort()).toEqual(["bufferedInputBytes", "cancel", "close", "config", "configure", "flightRecord", "process", "ready", "reset", "run", "snapshot", "stream"]);
   });
 
   it("ready.config is decoded and cached without onConfigChanged; metadata is kept", async () => {

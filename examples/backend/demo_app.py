@@ -18,8 +18,11 @@ a provider, so every run is deterministic. For any prompt the agent
 2. calls the ``save_note`` tool, which asks the host for approval through
    the shared ``ToolApprovalBroker`` (a pending ``tool_approval`` record; the
    run waits for an ``approve`` command),
-3. gets the tool result ("Saved note ..." or the denial reason), and
-4. streams a final answer, which becomes ``run_complete.final_output``.
+3. when the host gives the agent its ``lookup`` tool (the host channel,
+   ``shims=[host.tools()]``: the demo host defines it), also calls that, and
+   the host's answer appears in the final answer,
+4. gets the tool results ("Saved note ..." or the denial reason), and
+5. streams a final answer, which becomes ``run_complete.final_output``.
 
 ``ready`` carries ``metadata: {"app": "demo"}`` and ``config: {"model":
 "demo-small"}``. ``configure`` accepts ``{"model": "demo-small" |
@@ -57,6 +60,15 @@ from agentlane.models import (
     Usage,
 )
 from agentlane_process_bridge import AgentBackend, ConfigRejectedError
+
+try:
+    # The host channel's module (shipped in the npm package's python/ folder):
+    # installed in this directory's uv project, put on PYTHONPATH by the demo
+    # host. Other hosts of this demo agent (benchmarks, the bridge's tests)
+    # run it on a Python without it: then the agent has no host tools.
+    from agentlane_host_channel import host
+except ImportError:
+    host = None
 
 MODELS = ("demo-small", "demo-large")
 """Closed model catalog: config values come from a fixed vocabulary."""
@@ -97,7 +109,7 @@ class ScriptedModel(Model[ModelResponse]):
 
     async def get_response(self, messages, extra_call_args=None, schema=None, tools=None,
                            cancellation_token=None, parent_span=None, **kwargs: Any) -> ModelResponse:
-        async for event in self._stream(messages):
+        async for event in self._stream(messages, tools):
             if event.kind == ModelStreamEventKind.COMPLETED and event.response is not None:
                 return event.response
         raise RuntimeError("script produced no response")
@@ -105,19 +117,26 @@ class ScriptedModel(Model[ModelResponse]):
     def stream_response(self, messages, extra_call_args=None, schema=None, tools=None,
                         cancellation_token=None, parent_span=None,
                         **kwargs: Any) -> AsyncIterator[ModelStreamEvent]:
-        return self._stream(messages)
+        return self._stream(messages, tools)
 
-    async def _stream(self, messages: list[dict[str, Any]]) -> AsyncIterator[ModelStreamEvent]:
+    async def _stream(self, messages: list[dict[str, Any]],
+                      tools: Tools | None = None) -> AsyncIterator[ModelStreamEvent]:
         self._count += 1
         last = messages[-1]
         calls: list[ToolCall] = []
         if last.get("role") == "tool":
-            text = f"All done. {last.get('content')}"
+            last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+            results = [str(m.get("content")) for m in messages[last_user + 1:] if m.get("role") == "tool"]
+            text = "All done. " + " ".join(results)
         else:
             text = "Sure, I will save that as a note."
             arguments = json.dumps({"title": "note.txt", "text": str(last.get("content"))})
             calls.append(ToolCall(id=f"call-{self._count}", type="function",
                                   function=ToolCallFunction(name="save_note", arguments=arguments)))
+            if "lookup" in {tool.name for tool in (tools.tools if tools else [])}:
+                # The host's own tool, given through the host channel.
+                calls.append(ToolCall(id=f"call-{self._count}-lookup", type="function",
+                                      function=ToolCallFunction(name="lookup", arguments=json.dumps({"topic": "process bridge"}))))
 
         for chunk in re.findall(r"\S+\s*", text):
             await asyncio.sleep(0.02)  # pace the deltas like a provider would
@@ -169,6 +188,8 @@ def create_backend() -> AgentBackend:
         instructions="You save notes for the user.",
         model=ScriptedModel(config),
         tools=Tools([save_note]),
+        # The host's own tools (the demo host's `lookup`), over the host channel.
+        shims=[host.tools()] if host is not None else [],
     ))
     return AgentBackend(agent=agent, approvals=broker,
                         ready_metadata=lambda: {"app": "demo"}, config=config)

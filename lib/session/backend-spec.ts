@@ -11,7 +11,7 @@ import type { AgentSessionOptions } from "./types";
 /** Throws `InvalidOptionError` for the first numeric session option that cannot be used (a `TypeError` for a `signal` that is not one). */
 export function checkSessionOptions(given: object): void {
   const options = given as Partial<AgentSessionOptions<unknown, unknown>> & { maxLineBytes?: unknown; exitDrainMs?: unknown };
-  for (const name of ["readyTimeoutMs", "shutdownGraceMs", "termGraceMs", "runTimeoutMs", "idleTimeoutMs", "cancelTimeoutMs", "commandTimeoutMs"] as const) {
+  for (const name of ["readyTimeoutMs", "shutdownGraceMs", "termGraceMs", "runTimeoutMs", "idleTimeoutMs", "cancelTimeoutMs", "commandTimeoutMs", "toolTimeoutMs", "storeTimeoutMs"] as const) {
     checkMilliseconds(name, options[name]);
   }
   checkCount("maxStdinBufferBytes", options.maxStdinBufferBytes);

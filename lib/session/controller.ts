@@ -41,7 +41,10 @@ import { RunActivity } from "./activity";
 import type { UpdateStream } from "./stream";
 import { RACE_RETRIES, RACE_RETRY_MS, RESET_WHILE_ACTIVE, RUN_ALREADY_ACTIVE, Runs, type ActiveRun, type RunWatch } from "./runs";
 import { TextSegmenter } from "./text";
-import type { AgentSession, AgentSessionOptions, ReadyInfo, SessionClose } from "./types";
+import type { AgentSession, AgentSessionOptions, ApprovalResolution, ReadyInfo, SessionClose } from "./types";
+import type { HostChannelServer } from "../tools/server";
+import { hostChannelFor, missingAtReady } from "../tools/session";
+import type { Snapshot } from "../store/types";
 
 export class SessionController<TConfig, TConfigPatch> {
   private child!: BridgeChildLike;
@@ -75,6 +78,10 @@ export class SessionController<TConfig, TConfigPatch> {
   private readonly approvals: Approvals;
   private readonly activity: RunActivity;
   private readonly operations: SessionOperations<TConfig, TConfigPatch>;
+  /** The host channel (the application's tools and store), when the session offers either. */
+  readonly hostChannel: HostChannelServer | undefined;
+  /** The last snapshot the store committed (or the one resumed from); `null`: none. */
+  lastSnapshot: Snapshot | null = null;
 
   constructor(readonly options: AgentSessionOptions<TConfig, TConfigPatch>) {
     const recording = options.flightRecorder;
@@ -85,16 +92,24 @@ export class SessionController<TConfig, TConfigPatch> {
       else this.notify.guard("onReasoningText", options.onReasoningText, chunk, options);
       this.updates?.push({ type: stream === "assistant" ? "text" : "reasoning", chunk });
     });
+    const resolved = (resolution: ApprovalResolution) => {
+      this.notify.guard("onApprovalResolved", options.onApprovalResolved, resolution, options);
+      this.updates?.push({ type: "approval", resolution });
+    };
     this.approvals = new Approvals({
       policy: options.approvals,
       send: (command) => this.sendTracked({ kind: "approve", id: command.id }, command) === "sent",
       closed: () => this.lifecycle.closed !== undefined,
       diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
-      resolved: (resolution) => {
-        this.notify.guard("onApprovalResolved", options.onApprovalResolved, resolution, options);
-        this.updates?.push({ type: "approval", resolution });
-      },
+      resolved,
     });
+    // Throws SessionStartError `invalid-tools` for tools that cannot be served.
+    this.hostChannel = hostChannelFor(options, {
+      approvals: options.approvals,
+      resolved,
+      diagnostic: (diagnostic) => this.notify.diagnostic(diagnostic),
+      committed: (snapshot) => (this.lastSnapshot = snapshot),
+    }, (options as { hostChannel?: unknown }).hostChannel !== undefined);
     this.operations = new SessionOperations(this);
     this.activity = new RunActivity({ options, notify: this.notify, text: this.text, approvals: this.approvals, updates: () => this.updates });
   }
@@ -169,6 +184,7 @@ export class SessionController<TConfig, TConfigPatch> {
       },
       onReadError: (error) => this.onReadError(error),
       onStarted: (info) => (this.processInfo = info),
+      onHostChannel: (socket) => this.hostChannel?.serve(socket),
       onStdoutClosed: () => this.onStdoutClosed(),
       onSpawnError: (error) => this.onSpawnError(error),
       onExit: (code, signal) => this.onExit(code, signal),
@@ -235,6 +251,11 @@ export class SessionController<TConfig, TConfigPatch> {
         return false;
       }
       this.configValue = decoded.value;
+    }
+    const missing = missingAtReady(this.hostChannel, this.options.store !== undefined);
+    if (missing !== undefined) {
+      this.failStartup(missing.message, missing.code, { kill: true });
+      return false;
     }
     this.readyInfo = { version: event.version, package: event.package, metadata: event.metadata ?? {} };
     this.lifecycle.phase = { name: "open", backendShuttingDown: false };
@@ -466,6 +487,7 @@ export class SessionController<TConfig, TConfigPatch> {
     const wasOpen = this.readyInfo !== undefined;
     this.lifecycle.phase = { name: "closed", close, wasOpen };
     clearTimeout(this.readyTimer);
+    this.hostChannel?.close();
     this.activity.sweep();
     this.text.dispose();
     const error = new SessionClosedError(close, this.recorder?.snapshot());

@@ -15,6 +15,7 @@ import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach"
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
 import { likelyCause } from "./diagnose";
 import { SessionController } from "./controller";
+import { resumeInto } from "../tools/resume";
 import { laterStartSlot, withStartSlot } from "./start-slots";
 import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./types";
 
@@ -25,6 +26,7 @@ import type { AgentSession, AgentSessionOptions, AttachSessionOptions } from "./
 export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConfig>>(
   options: AgentSessionOptions<TConfig, TConfigPatch>,
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
+  if (options?.resume !== undefined) return resumeInto(options).then(createAgentSession<TConfig, TConfigPatch>, startError);
   let controller: SessionController<TConfig, TConfigPatch>;
   let spec;
   let open;
@@ -33,10 +35,15 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   try {
     checkSessionOptions(options);
     controller = new SessionController<TConfig, TConfigPatch>(options);
-    spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow };
+    // The host channel is declared when the session has something to serve over it (tools, a store):
+    // cold or warm, the backend gets it at fd 4 and its host end comes through onHostChannel.
+    const hostChannel = controller.hostChannel !== undefined;
+    if (hostChannel && process.platform === "win32") throw new SessionStartError(NO_CHANNEL_HERE, "no-host-channel");
+    spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow, ...(hostChannel ? { hostChannel } : {}) };
     const notify = controller.notify;
     open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
   } catch (error) {
+    if (error instanceof SessionStartError) return Promise.reject(error);
     // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.
     const code = error instanceof RuntimePermissionError ? "spawn-failed" : "invalid-spec";
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), code, { cause: error }));
@@ -59,6 +66,17 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     return started;
   };
   return withStartSlot(start, signal && { signal, error: () => aborted(signal, "while it waited for a start slot") });
+}
+
+const NO_CHANNEL_HERE = "Tools and a store travel over the host channel, a Unix socket pair: not available on Windows.";
+const NO_CHANNEL_ATTACHED =
+  "The session gives the agent tools or a store, which travel over the host channel: pass its host end as hostChannel " +
+  '(spawn the backend with stdio ["pipe", "pipe", "pipe", "ignore", "pipe"], AGENTLANE_HOST_CHANNEL_FD=4, and pass child.stdio[4]).';
+
+/** A failure before the start as the start's error. */
+function startError(error: unknown): never {
+  if (error instanceof SessionStartError) throw error;
+  throw new SessionStartError(error instanceof Error ? error.message : String(error), "invalid-spec", { cause: error });
 }
 
 /**
@@ -86,6 +104,7 @@ export function attachAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
   const problem = notAttachable(child);
   if (problem !== undefined) return refusedAttach(child, problem);
+  if (options.resume !== undefined) return resumeInto(options).then((resumed) => attachAgentSession<TConfig, TConfigPatch>(child, resumed), startError);
   try {
     checkSessionOptions(options);
   } catch (error) {
@@ -93,7 +112,16 @@ export function attachAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
   }
   // Nothing is attached: the process stays the application's, untouched.
   if (options.signal?.aborted) return Promise.reject(aborted(options.signal, "before it began"));
-  const controller = new SessionController<TConfig, TConfigPatch>(options as AgentSessionOptions<TConfig, TConfigPatch>);
+  let controller: SessionController<TConfig, TConfigPatch>;
+  try {
+    controller = new SessionController<TConfig, TConfigPatch>(options as AgentSessionOptions<TConfig, TConfigPatch>);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  if (controller.hostChannel !== undefined) {
+    if (options.hostChannel === undefined) return Promise.reject(new SessionStartError(NO_CHANNEL_ATTACHED, "no-host-channel"));
+    controller.hostChannel.serve(options.hostChannel);
+  }
   const program = (child as { spawnfile?: unknown }).spawnfile;
   return controller.start(typeof program === "string" ? program : "the attached process", attachedBackend(child, options, controller.flow));
 }

@@ -205,6 +205,7 @@ export class SessionOperations<TConfig, TConfigPatch> {
       reset: (options?: OperationOptions) => session.reset(options),
       configure: (patch: TConfigPatch, options?: OperationOptions) => session.configure(patch, options),
       close: () => session.close(),
+      snapshot: () => (core.lastSnapshot === null ? null : structuredClone(core.lastSnapshot)),
     };
     const dispose = () => session.close();
     for (const key of ASYNC_DISPOSE_KEYS) Object.defineProperty(handle, key, { value: dispose, enumerable: true });

@@ -15,6 +15,8 @@ import type { BackendProcess, BackendSpec } from "../process";
 import type { AttachOptions } from "./attach";
 import type { FlightRecord, FlightRecorderOptions } from "./flight-recorder";
 import type { SessionUpdate } from "./stream";
+import type { HostChannelDiagnostic } from "../tools/server";
+import type { HostChannelSessionOptions } from "../tools/types";
 
 /** A piece of assistant or reasoning text (§9.5.4, text segmentation). */
 export interface TextChunk {
@@ -104,6 +106,8 @@ export interface ReadyInfo {
 }
 
 export type SessionDiagnostic =
+  /** A line on the host channel (docs/host-channel.md §5) was not taken: nothing else is affected. */
+  | HostChannelDiagnostic
   /** `flightRecord`: the session's last lines, when its flight recorder is on. */
   | { kind: "protocol"; error: BridgeDecodeError; line: string; flightRecord?: readonly FlightRecord[] }
   /** With `strayStdout: "tolerate"`: a stdout line that is not a bridge event was skipped. */
@@ -158,7 +162,7 @@ export type SessionClose =
 
 export type ConfigureErrorCode = ConfigErrorCode;
 
-export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partial<TConfig>> {
+export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partial<TConfig>> extends HostChannelSessionOptions {
   /** What to spawn (§9.4). */
   backend: BackendSpec;
   /** Decides pending approvals. Default: deny with `No approval policy configured.` */
@@ -238,7 +242,13 @@ export interface AgentSessionOptions<TConfig = JsonObject, TConfigPatch = Partia
 
 /** Options of `attachAgentSession`: the session's (without `backend`) and the attached process's. */
 export type AttachSessionOptions<TConfig = JsonObject, TConfigPatch = Partial<TConfig>> = Omit<AgentSessionOptions<TConfig, TConfigPatch>, "backend"> &
-  AttachOptions;
+  AttachOptions & {
+    /**
+     * The host's end of the host channel (a `net.Socket`, e.g. `child.stdio[4]` of a child spawned with
+     * `stdio: ["pipe", "pipe", "pipe", "ignore", "pipe"]` and `AGENTLANE_HOST_CHANNEL_FD=4`): needed for `tools` and `store`.
+     */
+    hostChannel?: import("../tools/server").HostChannelEnd;
+  };
 
 /** Options of `run()`. */
 export interface RunOptions {
@@ -281,4 +291,10 @@ export interface AgentSession<TConfig = JsonObject, TConfigPatch = Partial<TConf
   configure(patch: TConfigPatch, options?: OperationOptions): Promise<TConfig>;
   /** Idempotent; never rejects. */
   close(): Promise<void>;
+  /**
+   * The conversation's last committed state (the snapshot the store saved after the last successful run,
+   * or the one it loaded at the start), for `createAgentSession({ resume })`; `null` without a store or
+   * before anything was committed. A copy: changing it changes nothing.
+   */
+  snapshot(): import("../store/types").Snapshot | null;
 }

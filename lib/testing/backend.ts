@@ -12,6 +12,7 @@
  * a replay, every mismatch) is written to the log file as it happens.
  */
 import { readFileSync, writeFileSync, writeSync } from "node:fs";
+import { HostChannelClient } from "./host-channel-client";
 import { MODEL_EVENT_NULLS, nativeRecord } from "./wire";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -22,6 +23,7 @@ interface Step {
   text?: string;
   reasoning?: string;
   tool?: string;
+  hostTool?: string;
   args?: Obj;
   result?: Json;
   approval?: boolean | { reason?: string; operation?: string; path?: string };
@@ -93,6 +95,8 @@ function readCommands(onCommand: (command: Obj) => void, onEnd: () => void): voi
 /** A run in progress: how to stop it, and the approval it waits for. */
 interface ActiveRun {
   cancelled: boolean;
+  /** A host tool call it waits for (cancelled with the run). */
+  hostCall?: string;
   waiting?: { id: string; decide: (allowed: boolean, reason?: string) => void };
 }
 
@@ -105,13 +109,16 @@ class ScriptedBackend {
   private runIndex = 0;
   private approvals = 0;
   private active: ActiveRun | undefined;
+  /** The host channel, when the host gave one: the tools are listed before `ready`, as the module does. */
+  private readonly channel = HostChannelClient.open();
 
   constructor(private readonly script: Script) {
     this.config = script.ready?.config ?? {};
     this.runs = script.runs ?? [{ steps: [{ text: "Hello from the scripted backend." }] }];
   }
 
-  start(): void {
+  async start(): Promise<void> {
+    if (this.channel) await this.channel.request("list_tools").reply;
     const ready = this.script.ready;
     emit({ type: "ready", version: ready?.version ?? "0.0.0-scripted", package: "agentlane-process-bridge", metadata: ready?.metadata ?? {}, ...(ready?.config ? { config: this.config } : {}) });
     readCommands(
@@ -149,6 +156,9 @@ class ScriptedBackend {
         emit({ type: "error", message: step.fail, scope: "run" });
         this.active = undefined;
         return;
+      } else if (step.hostTool) {
+        text = "";
+        if (!(await this.hostToolStep(state, step, toolCall(`call-${++callCount}`, step.hostTool, step.args ?? {})))) return;
       } else if (step.tool) {
         text = "";
         if (!(await this.toolStep(state, step, toolCall(`call-${++callCount}`, step.tool, step.args ?? {})))) return;
@@ -201,12 +211,31 @@ class ScriptedBackend {
     return true;
   }
 
+  /** A host tool step: `tool_start`, the call over the host channel, `tool_end` with the host's result or failure. */
+  private async hostToolStep(state: ActiveRun, step: Step, call: Obj): Promise<boolean> {
+    emit(record("tool_start", { ...lineage, tool_call: call, is_delegation: false }));
+    let reply: { type: "result"; value: Json } | { type: "error"; error: { kind: string; message: string } };
+    if (this.channel === undefined) {
+      reply = { type: "error", error: { kind: "no-channel", message: "The host gave this backend no host channel." } };
+    } else {
+      const request = this.channel.request("call_tool", { name: step.hostTool!, arguments: step.args ?? {}, tool_call_id: call.id as string, run_id: "scripted-run" });
+      state.hostCall = request.id;
+      reply = await request.reply;
+      state.hostCall = undefined;
+    }
+    if (state.cancelled) return false;
+    const error = reply.type === "error" ? { message: reply.error.message, kind: reply.error.kind } : null;
+    emit(record("tool_end", { ...lineage, tool_call: call, is_delegation: false, result: reply.type === "result" ? reply.value : null, ok: error === null, error }));
+    return true;
+  }
+
   /** Ends the active run as cancelled; false when there is none. */
   private cancelActive(): boolean {
     const active = this.active;
     if (!active) return false;
     active.cancelled = true;
     active.waiting?.decide(false);
+    if (active.hostCall !== undefined) this.channel?.cancel(active.hostCall);
     this.active = undefined;
     emit({ type: "run_cancelled" });
     return true;
@@ -313,7 +342,7 @@ function sortKeys(value: Json): Json {
 }
 
 saveLog();
-if (mode === "scripted") new ScriptedBackend(JSON.parse(readFileSync(source, "utf8")) as Script).start();
+if (mode === "scripted") void new ScriptedBackend(JSON.parse(readFileSync(source, "utf8")) as Script).start();
 else if (mode === "replay") replay(readFileSync(source, "utf8").split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as Entry));
 else {
   process.stderr.write(`backend.js: unknown mode ${mode}\n`);

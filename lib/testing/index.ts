@@ -37,6 +37,15 @@ export type ScriptedStep =
    * `tool_end` with `result` (allowed) or the denial.
    */
   | { tool: string; args?: JsonObject; result?: JsonValue; approval?: boolean | { reason?: string; operation?: string; path?: string }; delayMs?: number }
+  /**
+   * A call of one of the application's own tools (the session's `tools`):
+   * `tool_start`, the call over the host channel (the session's handler
+   * runs, its arguments checked against its schema), then `tool_end` with
+   * the handler's result, or its failure (`error.kind`: `tool-error`,
+   * `invalid-arguments`, `timeout`, …). The backend lists the host's tools
+   * before `ready`, as a factory with `host.tools()` does.
+   */
+  | { hostTool: string; args?: JsonObject; delayMs?: number }
   /** A plan update. */
   | { plan: { step: string; status: string }[]; delayMs?: number }
   /** Any native record, as is (`{ type, payload }`). */

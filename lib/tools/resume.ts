@@ -1,0 +1,45 @@
+/**
+ * `resume`: a session that continues a conversation from a snapshot
+ * (issue 33). The snapshot is checked before anything starts (corrupted,
+ * an unknown version, another agent's: `invalid-snapshot`), then becomes
+ * what the session's store holds, so that the backend's factory loads it
+ * through `host.state_store()` and every later run is saved on top of it:
+ * into the application's `store` when it gave one (which must be empty, or
+ * hold this very revision: anything else is `resume-conflict`, never an
+ * overwrite), else into a store in this process's memory.
+ */
+import { SessionStartError, SnapshotError } from "../errors";
+import { memoryStore } from "../store/memory";
+import { checkSnapshot, parseSnapshot } from "../store/snapshot";
+import type { ConversationStore, Snapshot } from "../store/types";
+import type { HostChannelSessionOptions } from "./types";
+
+/** The options with the snapshot put into the store, or the start's error. */
+export async function resumeInto<T extends HostChannelSessionOptions>(options: T): Promise<T> {
+  const given = options.resume;
+  if (given === undefined) return options;
+  let snapshot: Snapshot;
+  try {
+    const check = options.resumeAgentId === undefined ? {} : { agentId: options.resumeAgentId };
+    snapshot = typeof given === "string" ? parseSnapshot(given, check) : checkSnapshot(structuredClone(given), check);
+  } catch (error) {
+    if (!(error instanceof SnapshotError)) throw error;
+    throw new SessionStartError(`The snapshot to resume is refused: ${error.message}`, "invalid-snapshot", { cause: error });
+  }
+  const store: ConversationStore = options.store ?? memoryStore().conversation("resumed");
+  let stored: Snapshot | null;
+  try {
+    stored = await store.load();
+    if (stored === null) await store.save(snapshot, { expectedRevision: null });
+  } catch (error) {
+    throw new SessionStartError(`The snapshot to resume could not be put into the store: ${(error as Error).message}`, "resume-conflict", { cause: error });
+  }
+  if (stored !== null && (stored.revision !== snapshot.revision || stored.agent_id.type !== snapshot.agent_id.type || stored.agent_id.key !== snapshot.agent_id.key)) {
+    throw new SessionStartError(
+      `The store already holds revision ${stored.revision} of agent ${stored.agent_id.type}/${stored.agent_id.key}, not the snapshot to resume ` +
+        `(revision ${snapshot.revision} of ${snapshot.agent_id.type}/${snapshot.agent_id.key}): resume into an empty store, or without resume to continue what it holds.`,
+      "resume-conflict",
+    );
+  }
+  return { ...options, store, resume: undefined };
+}
