@@ -227,7 +227,7 @@ async fn converse(
                     invalid.message
                 ))
             }
-            None => continue,
+            _ => continue,
         };
         let json: Value =
             serde_json::from_str(&event.json).map_err(|e| format!("event {}: {e}", event.seq))?;
