@@ -97,6 +97,14 @@ pub struct ServeArgs {
     /// the one on PATH).
     #[arg(long, value_name = "PATH")]
     pub supervisor: Option<PathBuf>,
+    /// The default conversation's own tools: a JSON file holding an array
+    /// of `{name, description, input_schema, timeout_ms}`; their calls come
+    /// as `ToolCall` items on the run's streams (docs/host-channel.md).
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// A tool call's deadline when its conversation gives none; 0: none.
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub tool_timeout_ms: u64,
     /// A launcher to run Python with instead of `--python`, for example
     /// `-- uv run --project DIR python`; `-m agentlane_process_bridge --app
     /// MODULE:FACTORY` is appended.
@@ -187,6 +195,10 @@ impl ServeArgs {
         if let Some(supervisor) = &self.supervisor {
             args.extend(["--supervisor".into(), supervisor.clone().into_os_string()]);
         }
+        if let Some(tools) = &self.tools {
+            args.extend(["--tools".into(), tools.clone().into_os_string()]);
+        }
+        args.extend(["--tool-timeout-ms".into(), self.tool_timeout_ms.to_string().into()]);
         if !self.launcher.is_empty() {
             args.push("--".into());
             args.extend(self.launcher.iter().cloned());

@@ -100,6 +100,11 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
     let grace = Duration::from_millis(args.grace_ms);
     let lifecycle = Arc::new(Lifecycle::new(grace));
     watch_signals(lifecycle.clone());
+    let tool_timeout = (args.tool_timeout_ms > 0).then(|| Duration::from_millis(args.tool_timeout_ms));
+    let default_tools = match args.tools.as_deref().map(registry::host_plan::read_tools_file).transpose() {
+        Ok(tools) => tools.unwrap_or_default(),
+        Err(message) => return failed("tools", &message, Details::default()),
+    };
     let conversations = Conversations::new(
         starter,
         registry::Limits {
@@ -107,6 +112,12 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
             idle_timeout: (args.idle_timeout_ms > 0)
                 .then(|| Duration::from_millis(args.idle_timeout_ms)),
             grace,
+            default_host: registry::HostRequest {
+                tools: default_tools,
+                call_timeout: tool_timeout,
+                ..Default::default()
+            },
+            tool_timeout,
         },
     );
 
