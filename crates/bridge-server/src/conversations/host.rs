@@ -84,13 +84,14 @@ impl Hosted {
             mode,
             since,
             slot,
-            host_channel,
         } = starter.start(mode).await.map_err(|failure| Failed {
             failure,
             stderr: None,
             backend_pid: None,
         })?;
         let backend_pid = backend.pid();
+        // The seam of the launch branch (merged later): backend.take_host_channel().
+        let host_channel: Option<std::os::unix::net::UnixStream> = None;
         let (conversation, ready) = Conversation::new(id.clone(), backend);
         // The backend's requests wait in the socket until the reader runs.
         let needs_channel = plan.tools_declared || plan.require_store;

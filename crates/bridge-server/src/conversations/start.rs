@@ -69,9 +69,6 @@ pub struct Started {
     pub since: Instant,
     /// A cold start's slot, held until it is ready or has failed.
     pub slot: Option<OwnedSemaphorePermit>,
-    /// The bridge's end of the backend's host channel, when the start gave
-    /// it one (docs/host-channel.md).
-    pub host_channel: Option<std::os::unix::net::UnixStream>,
 }
 
 type Spawned = std::io::Result<(Backend, mpsc::Receiver<Output>)>;
@@ -210,7 +207,6 @@ impl Starter {
                 mode: StartMode::Warm,
                 since,
                 slot: None,
-                host_channel: None,
             }),
             Err(WarmError::TimedOut(why)) => Err(failure("timeout", why)),
             Err(WarmError::Unavailable(Unavailable(why))) => match self.fallback {
@@ -257,7 +253,6 @@ impl Starter {
             mode: StartMode::Cold,
             since,
             slot,
-            host_channel: None,
         })
     }
 
