@@ -229,7 +229,7 @@ type Result struct {
 	ToolCalls []ToolResult
 	// The snapshot of the run, when it committed one (capability "snapshots").
 	Snapshot *Snapshot
-	Usage     *Usage
+	Usage    *Usage
 	// run_complete's final_output, as JSON (null for other terminals).
 	FinalOutput json.RawMessage
 }
