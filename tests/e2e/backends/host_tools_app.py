@@ -23,6 +23,10 @@ Environment:
     ``peek_store``, that loads from that store synchronously on the event
     loop's thread (as agentlane itself calls a store), e.g. while a host
     tool call of the same turn is pending.
+``HOST_TOOLS_APP_APPROVALS=1``
+    The agent also has the scenario backend's app tools (``write_note`` asks
+    the host's approval through agentlane's broker, as usual), so one run can
+    mix a host tool and an approval.
 ``HOST_TOOLS_APP_CALL_TIMEOUT=<seconds>``
     The module's own limit on one tool call.
 
@@ -57,7 +61,8 @@ from agentlane.models import Tool, Tools
 from agentlane_host_channel import host
 from agentlane_process_bridge import AgentBackend
 from pydantic import BaseModel
-from scenario_app import ScenarioConfig, ScriptedModel, Turn, _text_of
+from agentlane.harness.tools import ToolApprovalBroker
+from scenario_app import ScenarioConfig, ScriptedModel, Turn, _text_of, build_tools
 
 SUMMARY_OVER = 300
 """Results longer than this are summarised in the final answer."""
@@ -135,14 +140,16 @@ def create_backend() -> AgentBackend:
     _channel_fd = int(fd) if fd else None
     with_module = os.environ.get("HOST_TOOLS_APP_WITHOUT_MODULE") != "1"
     store = host.state_store() if os.environ.get("HOST_TOOLS_APP_STORE") == "1" else None
+    broker = ToolApprovalBroker() if os.environ.get("HOST_TOOLS_APP_APPROVALS") == "1" else None
+    app_tools = [_peek_tool(store)] if store else []
+    if broker is not None:
+        app_tools += list(build_tools(broker).tools)
     agent = DefaultAgent(
         descriptor=AgentDescriptor(
             name="HostTools",
             instructions="You are a scripted test agent.",
             model=ScriptedModel(ScenarioConfig(), plan=plan),
-            tools=Tools(
-                tools=[_peek_tool(store)] if store else [], parallel_tool_calls=True
-            ),
+            tools=Tools(tools=app_tools, parallel_tool_calls=True),
             # The one line that gives the agent the host's tools:
             shims=[host.tools(call_timeout=_seconds("HOST_TOOLS_APP_CALL_TIMEOUT"))]
             if with_module
@@ -150,4 +157,6 @@ def create_backend() -> AgentBackend:
         ),
         state_store=store,
     )
-    return AgentBackend(agent=agent, ready_metadata=lambda: {"app": "host-tools"})
+    return AgentBackend(
+        agent=agent, approvals=broker, ready_metadata=lambda: {"app": "host-tools"}
+    )
