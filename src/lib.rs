@@ -19,6 +19,8 @@ mod decoder;
 mod external;
 mod file_lock;
 pub use file_lock::try_lock_file;
+mod launch;
+pub use launch::channel_layout;
 #[cfg(unix)]
 mod pipe;
 #[cfg(unix)]

@@ -171,15 +171,24 @@ impl PreforkServer {
     }
 
     /// Forks a conversation whose backend gets these descriptors as its
-    /// stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
-    /// child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
-    /// closes them after this returns, as after a spawn). Never waits for
-    /// the server: `null` once the request is sent, else why it was not
-    /// (`busy`: the server is not reading its requests).
+    /// stdin, stdout and stderr, its supervisor `control` as its control
+    /// socket, and `hostChannel` (when the start declares one) as its host
+    /// channel (the child's ends of the channels `lib/spawn/stdio.ts` makes;
+    /// the caller closes them after this returns, as after a spawn). Never
+    /// waits for the server: `null` once the request is sent, else why it
+    /// was not (`busy`: the server is not reading its requests).
     #[napi(catch_unwind)]
-    pub fn fork(&self, stdin_fd: i32, stdout_fd: i32, stderr_fd: i32, control_fd: i32, term_grace_ms: u32) -> Result<Option<ForkRefusal>> {
-        if [stdin_fd, stdout_fd, stderr_fd, control_fd].iter().any(|&fd| fd < 0) {
-            return Err(Error::from_reason("fork needs four open file descriptors"));
+    pub fn fork(
+        &self,
+        stdin_fd: i32,
+        stdout_fd: i32,
+        stderr_fd: i32,
+        control_fd: i32,
+        host_channel_fd: Option<i32>,
+        term_grace_ms: u32,
+    ) -> Result<Option<ForkRefusal>> {
+        if [stdin_fd, stdout_fd, stderr_fd, control_fd].iter().chain(host_channel_fd.iter()).any(|&fd| fd < 0) {
+            return Err(Error::from_reason("fork needs open file descriptors"));
         }
         // SAFETY: the caller passes descriptors it holds open until after
         // this returns (it closes them then, as after a spawn); they are only
@@ -187,11 +196,14 @@ impl PreforkServer {
         let fds = unsafe {
             [stdin_fd, stdout_fd, stderr_fd, control_fd].map(|fd| BorrowedFd::borrow_raw(fd))
         };
+        // SAFETY: as above.
+        let host = host_channel_fd.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
         let request = ForkRequest {
             stdin: fds[0],
             stdout: fds[1],
             stderr: fds[2],
             control: fds[3],
+            host,
             term_grace: Duration::from_millis(u64::from(term_grace_ms)),
         };
         Ok(self.owned.0.fork(&request).err().map(|error| ForkRefusal {

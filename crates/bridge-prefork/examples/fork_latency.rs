@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut times = Vec::new();
     for _ in 0..n {
         let begun = Instant::now();
-        let conversation = server.start_conversation(Duration::from_millis(500))?;
+        let conversation = server.start_conversation(Duration::from_millis(500), false)?;
         let mut line = String::new();
         BufReader::new(conversation.stdout).read_line(&mut line)?;
         times.push(begun.elapsed());

@@ -1,7 +1,7 @@
 """The prefork server of process-bridge-native (docs/prefork.md).
 
 Started by the host as ``<interpreter invocation> -c <this source> <protocol>
-<module:factory> <supervisor>``, under the native supervisor, with stdin the
+<channel table> <module:factory> <supervisor>``, under the native supervisor, with stdin the
 *request channel* (an AF_UNIX stream socket) and stdout/stderr the server's
 log. It imports ``agentlane_process_bridge`` and the app's module once,
 checks that forking is safe, answers ``ready`` (or a refusal with a stable
@@ -34,17 +34,43 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 # A signal's disposition as `signal.getsignal` gives it.
 _Handler = Union[Callable[[int, Optional[FrameType]], Any], int, signal.Handlers, None]
 
-_PROTOCOL = 1
+_PROTOCOL = 2
 # A fork request is exactly this many bytes (docs/prefork.md): a JSON object
 # padded with spaces, then a newline. Reading exactly one request per
 # message keeps its descriptors with it on every Unix.
 _REQUEST_BYTES = 128
-# stdin, stdout, stderr, control.
-_REQUEST_FDS = 4
-# The supervisor's control descriptor (crates/bridge-supervisor).
-_CONTROL_FD = 3
 _PR_SET_CHILD_SUBREAPER = 36
 _MSG_CTRUNC = getattr(socket, "MSG_CTRUNC", 0)
+
+
+class Layout:
+    """The channels a backend inherits, by name and number, as the host's
+    launch layer defines them (``crates/bridge-launch``), from the server's
+    argument: this file writes no descriptor number down. A fork request's
+    descriptors come in the table's order: the first ``required`` always,
+    then the declared ones (the host channel)."""
+
+    def __init__(self, text: str) -> None:
+        import json
+
+        table = json.loads(text)
+        channels: Dict[str, int] = {str(k): int(v) for k, v in table["channels"].items()}
+        self.names: List[str] = sorted(channels, key=lambda name: channels[name])
+        self.fds = channels
+        self.required = int(table["required"])
+        self.host_env = str(table["host_env"])
+        if [channels.get(n) for n in ("stdin", "stdout", "stderr")] != [0, 1, 2] or not (
+            "control" in channels and "host" in channels and 4 <= self.required <= len(channels)
+        ):
+            raise ValueError(f"not a channel table this server can use: {text}")
+
+    @property
+    def control(self) -> int:
+        return self.fds["control"]
+
+    @property
+    def host(self) -> int:
+        return self.fds["host"]
 
 
 class Refusal(Exception):
@@ -228,6 +254,27 @@ def _place(targets: Dict[int, int]) -> None:
         os.close(source)
 
 
+def _reserve(numbers: range) -> List[int]:
+    """Holds the free ones of these descriptor numbers on /dev/null
+    (close-on-exec), so that what the app's import opens never sits where a
+    backend's channel goes (a dup2 there in B would replace it)."""
+    import fcntl
+
+    taken: List[int] = []
+    for fd in numbers:
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+            continue  # open: the server's own (its channel), closed in each C
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        if null != fd:
+            os.dup2(null, fd, inheritable=False)
+            os.close(null)
+        taken.append(fd)
+    return taken
+
+
 def _close_from(first: int) -> None:
     try:
         last = os.sysconf("SC_OPEN_MAX")
@@ -263,6 +310,8 @@ def _close_quietly(fd: int) -> None:
 class Server:
     def __init__(
         self,
+        layout: Layout,
+        reserved: List[int],
         channel: socket.socket,
         app: str,
         supervisor: str,
@@ -272,6 +321,10 @@ class Server:
         listener: Optional[socket.socket] = None,
         ready_line: bytes = b"",
     ) -> None:
+        self.layout = layout
+        # Numbers of the channel table the server holds (on /dev/null) so that
+        # the app's import cannot take them; each C closes them.
+        self.reserved = reserved
         self.main = _Channel(channel)
         self.channels = {channel.fileno(): self.main}
         self.app = app
@@ -344,7 +397,7 @@ class Server:
     def _read(self, channel: _Channel) -> bool:
         """Reads what is there of the channel's current request; False at its end."""
         try:
-            data, received, flags, _ = _recv_fds(channel.sock, _REQUEST_BYTES - len(channel.pending))
+            data, received, flags, _ = _recv_fds(channel.sock, _REQUEST_BYTES - len(channel.pending), len(self.layout.names))
         except InterruptedError:
             return True
         except OSError as exc:
@@ -355,7 +408,7 @@ class Server:
             # The kernel could not give the server every descriptor: the
             # request is refused below, and its conversation's control
             # socket ends without a report (the host reads this log line).
-            _log(f"out of file descriptors: a request came with {len(received)} of its {_REQUEST_FDS} descriptors")
+            _log(f"out of file descriptors (or more than {len(self.layout.names)} sent): a request came with {len(received)} descriptor(s)")
         if not data:
             return False
         channel.pending += data
@@ -371,8 +424,15 @@ class Server:
         try:
             message = json.loads(request.decode("ascii"))
             grace_ms = int(message["term_grace_ms"])
-            if message.get("type") != "fork" or len(fds) != _REQUEST_FDS or grace_ms < 0:
-                raise ValueError(f"expected a fork request with {_REQUEST_FDS} descriptors")
+            count = message["fds"]
+            if message.get("type") != "fork" or grace_ms < 0:
+                raise ValueError("expected a fork request")
+            # Never half-served: the count the host wrote is the count that
+            # came, and names a whole prefix of the channel table.
+            if not isinstance(count, int) or not self.layout.required <= count <= len(self.layout.names):
+                raise ValueError(f"it says {count!r} descriptors, the channel table allows {self.layout.required} to {len(self.layout.names)}")
+            if len(fds) != count:
+                raise ValueError(f"it says {count} descriptors, {len(fds)} came")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             _log(f"bad request ({exc}); {len(fds)} descriptor(s) closed")
             for fd in fds:
@@ -389,7 +449,7 @@ class Server:
         try:
             pid = os.fork()
         except OSError as exc:
-            _report_failed(fds[3], exc)
+            _report_failed(fds[self.layout.names.index("control")], exc)
             return
         if pid == 0:
             try:
@@ -402,7 +462,8 @@ class Server:
         """C: forks the backend, then becomes its supervisor. Whatever fails
         before the exec is reported on the control socket, as the supervisor
         reports a backend it could not start."""
-        stdin, stdout, stderr, control = fds
+        named = dict(zip(self.layout.names, fds))
+        control = named["control"]
         try:
             self._undo_server_state()
             if _prctl is not None:
@@ -415,7 +476,7 @@ class Server:
             os._exit(127)
         if backend == 0:
             try:
-                _run_backend(self.main_module, self.app, stdin, stdout, stderr, control)
+                _run_backend(self.main_module, self.app, self.layout, named)
             finally:
                 os._exit(1)
         try:
@@ -424,16 +485,16 @@ class Server:
             pass  # the backend did it first
         try:
             null = os.open(os.devnull, os.O_RDWR)
-            _place({0: null, 1: null, 2: null, _CONTROL_FD: control})
+            _place({0: null, 1: null, 2: null, self.layout.control: control})
         except OSError as exc:
             _report_failed(control, exc)
             _kill_group(backend)
             os._exit(127)
         try:
-            _close_from(_CONTROL_FD + 1)
+            _close_from(self.layout.control + 1)
             os.execv(self.supervisor, [self.supervisor, "--adopt", str(backend), "--term-grace-ms", str(grace_ms)])
         except OSError as exc:
-            _report_failed(_CONTROL_FD, exc)
+            _report_failed(self.layout.control, exc)
             _kill_group(backend)
             os._exit(127)
 
@@ -450,6 +511,8 @@ class Server:
             self.listener.close()
         os.close(self.wake[0])
         os.close(self.wake[1])
+        for fd in self.reserved:
+            _close_quietly(fd)
 
     def _reap(self) -> None:
         """Reaps every child that has ended: the conversations' supervisors,
@@ -504,9 +567,12 @@ def _flush_stdio() -> None:
             pass
 
 
-def _recv_fds(channel: socket.socket, size: int) -> Tuple[bytes, List[int], int, Any]:
+def _recv_fds(channel: socket.socket, size: int, most: int) -> Tuple[bytes, List[int], int, Any]:
     flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
-    data, fds, _, address = socket.recv_fds(channel, size, _REQUEST_FDS, flags)
+    # Room for one more than the table allows: a request that brings too
+    # many is seen as such (MSG_CTRUNC, or a count that differs), never
+    # served with the extra ones dropped.
+    data, fds, _, address = socket.recv_fds(channel, size, most + 1, flags)
     for fd in fds:
         os.set_inheritable(fd, False)
     return data, fds, _, address
@@ -549,24 +615,33 @@ def _fresh_stdio() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _run_backend(main_module: ModuleType, app: str, stdin: int, stdout: int, stderr: int, control: int) -> None:
-    """B: a process group of its own, the conversation's stdio, then the bridge's `main`. Never returns."""
+def _run_backend(main_module: ModuleType, app: str, layout: Layout, named: Dict[str, int]) -> None:
+    """B: a process group of its own, the conversation's stdio (and its host
+    channel, when the start declared one), then the bridge's `main`. Never returns."""
     try:
         os.setpgid(0, 0)
     except OSError:
         pass
+    placed = {layout.fds[name]: named[name] for name in ("stdin", "stdout", "stderr", "host") if name in named}
     try:
-        _place({0: stdin, 1: stdout, 2: stderr})
+        _place(placed)
     except OSError as exc:
         try:
-            os.write(stderr, f"prefork-server: cannot give the backend its stdio: {exc}\n".encode())
+            os.write(named["stderr"], f"prefork-server: cannot give the backend its stdio: {exc}\n".encode())
         except OSError:
             pass
         os._exit(1)
+    # The variable names the channel only when this start has one (a
+    # server's environment is every conversation's).
+    if "host" in named:
+        os.environ[layout.host_env] = str(layout.host)
+    else:
+        os.environ.pop(layout.host_env, None)
     # Only the server's descriptors go: what the app's import opened stays
     # open, as in a cold backend (its C parent closed the channel).
-    for fd in (stdin, stdout, stderr, control):
-        os.close(fd)
+    for fd in named.values():
+        if fd not in placed:  # a received number is never a target; if it were, it now holds its channel
+            os.close(fd)
     import gc
 
     gc.enable()
@@ -625,17 +700,23 @@ def _finalize(code: object, interrupted: bool) -> int:
 
 
 def _main(argv: List[str]) -> int:
-    if len(argv) not in (4, 5) or argv[1] != str(_PROTOCOL):
-        _log(f"usage: -c <source> {_PROTOCOL} <module:factory> <supervisor> [<socket path>] (got {argv[1:]!r})")
+    if len(argv) not in (5, 6) or argv[1] != str(_PROTOCOL):
+        _log(f"usage: -c <source> {_PROTOCOL} <channel table> <module:factory> <supervisor> [<socket path>] (got {argv[1:]!r})")
         return 2
-    app, supervisor = argv[2], argv[3]
-    listen = argv[4] if len(argv) == 5 else None
+    try:
+        layout = Layout(argv[2])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        _log(f"usage: the channel table is not one this server can use ({exc})")
+        return 2
+    app, supervisor = argv[3], argv[4]
+    listen = argv[5] if len(argv) == 6 else None
     # The channel leaves fd 0, which a backend gets as its stdin.
     channel = socket.socket(fileno=os.dup(0))
     channel.setblocking(True)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    reserved = _reserve(range(3, max(layout.fds.values()) + 1))
     import gc
 
     # Fewer holes and no collector touching what the backends share: the
@@ -693,7 +774,7 @@ def _main(argv: List[str]) -> int:
     _flush_stdio()
     ready_line = _line(ready)
     channel.sendall(ready_line)
-    return Server(channel, app, supervisor, main_module, wake, app_signals, listener, ready_line).serve()
+    return Server(layout, reserved, channel, app, supervisor, main_module, wake, app_signals, listener, ready_line).serve()
 
 
 sys.exit(_main(sys.argv))

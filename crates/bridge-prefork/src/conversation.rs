@@ -14,15 +14,19 @@ pub struct Conversation {
     pub stdout: PipeReader,
     pub stderr: PipeReader,
     pub control: Control,
+    /// The host's end of the host channel (docs/host-channel.md), when the
+    /// start declared it.
+    pub host_channel: Option<UnixStream>,
 }
 
 impl Conversation {
-    pub(crate) fn new(stdin: UnixStream, stdout: PipeReader, stderr: PipeReader, control: UnixStream) -> Conversation {
+    pub(crate) fn new(ends: crate::server::HostEnds, stdout: PipeReader, stderr: PipeReader) -> Conversation {
         Conversation {
-            stdin,
+            stdin: ends.stdin,
             stdout,
             stderr,
-            control: Control::new(control),
+            control: Control::new(ends.control),
+            host_channel: ends.host_channel,
         }
     }
 }

@@ -18,7 +18,7 @@
 //! spec.cwd = Some("examples/backend".into());
 //! let server = PreforkServer::start(&spec, Duration::from_millis(500), None)?;
 //! server.wait_ready(Some(Duration::from_secs(30)))?;
-//! let conversation = server.start_conversation(Duration::from_millis(500))?;
+//! let conversation = server.start_conversation(Duration::from_millis(500), false)?;
 //! let mut ready = String::new();
 //! BufReader::new(conversation.stdout).read_line(&mut ready)?; // the backend's `ready` event
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -37,5 +37,5 @@ pub mod spec;
 pub use conversation::{Control, Conversation};
 pub use protocol::{parse_report, Ready, Report};
 #[cfg(unix)]
-pub use server::{ForkError, ForkRequest, Observer, PreforkServer, ServerEvent, ServerExit, ServerStatus, StartError, StartErrorKind};
+pub use server::{ForkError, ForkRequest, HostEnds, Observer, PreforkServer, ServerEvent, ServerExit, ServerStatus, StartError, StartErrorKind};
 pub use spec::{warm_invocation, ServerSpec, SERVER_SOURCE};

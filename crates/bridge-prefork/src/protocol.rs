@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 /// The version of this protocol: the server refuses to start on another.
-pub const PROTOCOL: u32 = 1;
+/// 2: a fork request says how many descriptors it carries (`fds`), the
+/// server takes the channel table as an argument.
+pub const PROTOCOL: u32 = 2;
 
 /// A fork request is exactly this many bytes: a JSON object padded with
 /// spaces, then `\n`. The server reads exactly one request at a time, so
@@ -12,8 +14,10 @@ pub const PROTOCOL: u32 = 1;
 /// Unix (stream sockets keep no message boundaries of their own).
 pub const REQUEST_BYTES: usize = 128;
 
-/// The descriptors sent with each fork request, in this order.
-pub const REQUEST_FDS: usize = 4;
+/// At most this many descriptors go with a fork request: the channels of
+/// `bridge_launch::LAYOUT`, in its order (the required ones, then the
+/// declared ones); the request's `fds` says how many.
+pub const MAX_REQUEST_FDS: usize = bridge_launch::LAYOUT.len();
 
 /// The server's first line on the channel.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -51,17 +55,21 @@ struct ForkRequest {
     kind: &'static str,
     id: u64,
     term_grace_ms: u64,
+    /// How many descriptors come with it: the server refuses a request whose
+    /// count differs from what it received, instead of serving half of it.
+    fds: usize,
 }
 
-/// The bytes of one fork request (the descriptors go with them).
-pub fn encode_fork_request(id: u64, term_grace_ms: u64) -> [u8; REQUEST_BYTES] {
+/// The bytes of one fork request with `fds` descriptors (they go with them).
+pub fn encode_fork_request(id: u64, term_grace_ms: u64, fds: usize) -> [u8; REQUEST_BYTES] {
     let json = serde_json::to_vec(&ForkRequest {
         kind: "fork",
         id,
         term_grace_ms,
+        fds,
     })
     .expect("a fork request always serialises");
-    // Two u64s and fixed keys: always well under the size.
+    // Two u64s, a small count and fixed keys: always well under the size.
     let mut bytes = [b' '; REQUEST_BYTES];
     bytes[..json.len()].copy_from_slice(&json);
     bytes[REQUEST_BYTES - 1] = b'\n';
@@ -124,12 +132,13 @@ mod tests {
 
     #[test]
     fn a_request_is_its_fixed_size_and_json() {
-        let bytes = encode_fork_request(u64::MAX, u64::MAX);
+        let bytes = encode_fork_request(u64::MAX, u64::MAX, MAX_REQUEST_FDS);
         assert_eq!(bytes.len(), REQUEST_BYTES);
         assert_eq!(bytes[REQUEST_BYTES - 1], b'\n');
         let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["type"], "fork");
         assert_eq!(value["term_grace_ms"], u64::MAX);
+        assert_eq!(value["fds"], 5);
     }
 
     #[test]
@@ -149,7 +158,7 @@ mod tests {
 
     #[test]
     fn handshakes() {
-        let ready = parse_handshake(r#"{"type":"ready","protocol":1,"pid":5,"python":"3.12.1","agentlane":"0.22.0"}"#).unwrap();
+        let ready = parse_handshake(r#"{"type":"ready","protocol":2,"pid":5,"python":"3.12.1","agentlane":"0.22.0"}"#).unwrap();
         assert!(matches!(ready, Handshake::Ready(Ready { pid: 5, .. })));
         let refused = parse_handshake("{\"type\":\"refused\",\"code\":\"threads\",\"message\":\"no\"}\n").unwrap();
         assert_eq!(refused, Handshake::Refused { code: "threads".into(), message: "no".into() });

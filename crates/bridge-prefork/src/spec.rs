@@ -68,6 +68,7 @@ impl ServerSpec {
             "-c".into(),
             SERVER_SOURCE.into(),
             PROTOCOL.to_string().into(),
+            bridge_launch::channels::layout_json().into(),
             self.app.clone().into(),
             self.supervisor.clone().into(),
         ]);

@@ -52,7 +52,7 @@ fn a_stopped_server_never_blocks_the_caller() {
     let forks = server.clone();
     std::thread::spawn(move || {
         let outcomes: Vec<Result<(), &'static str>> = (0..600)
-            .map(|_| forks.start_conversation(GRACE).map(drop).map_err(|error| error.code()))
+            .map(|_| forks.start_conversation(GRACE, false).map(drop).map_err(|error| error.code()))
             .collect();
         let _ = done.send(outcomes);
     });
@@ -69,7 +69,7 @@ fn a_stopped_server_never_blocks_the_caller() {
     drop(_continue);
     let deadline = Instant::now() + READY;
     let mut conversation = loop {
-        match server.start_conversation(GRACE) {
+        match server.start_conversation(GRACE, false) {
             Ok(conversation) => break conversation,
             Err(error) if error.code() == "busy" && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
             Err(error) => panic!("{error}"),
@@ -183,7 +183,7 @@ fn a_shared_server_forks_for_every_host_connected_to_it() {
     // A guest cannot end the server: its kill only closes its connection.
     assert!(!guests[0].kill());
     assert!(guests[0].wait_exit(Some(Duration::from_secs(10))).is_some());
-    assert!(guests[1].start_conversation(GRACE).is_ok());
+    assert!(guests[1].start_conversation(GRACE, false).is_ok());
     // The owner's shutdown ends the server, the socket and every connection.
     owner.shutdown();
     assert_eq!(owner.wait_exit(Some(Duration::from_secs(30))).map(|e| e.code), Some(Some(0)));

@@ -101,7 +101,7 @@ fn refusals_have_their_codes() {
         // A refusing server exits by itself.
         let exit = server.wait_exit(Some(Duration::from_secs(10))).expect("the refusing server exited");
         assert_eq!(exit.code, Some(3), "{app}");
-        assert!(server.start_conversation(GRACE).is_err());
+        assert!(server.start_conversation(GRACE, false).is_err());
     }
 }
 
@@ -200,7 +200,7 @@ fn shutdown_lets_running_conversations_finish_then_the_server_exits() {
     let mut talk = Talk::start(&server);
     talk.ready();
     server.shutdown();
-    assert!(server.start_conversation(GRACE).is_err(), "a shut-down server forks no more");
+    assert!(server.start_conversation(GRACE, false).is_err(), "a shut-down server forks no more");
     assert_eq!(talk.run("chat still here"), "Hello! This is a scripted reply. You said: chat still here");
     assert!(server.wait_exit(Some(Duration::from_millis(300))).is_none(), "the server exited under a conversation");
     assert_eq!(talk.end(), Some(Report::Exited(0)));

@@ -11,6 +11,8 @@
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -84,6 +86,12 @@ pub struct Backend {
     frames: std::sync::mpsc::Sender<String>,
     /// A warm backend's supervisor reaps its group; the bridge does not.
     warm: bool,
+    /// The host's end of the host channel (docs/host-channel.md), when the
+    /// start declared it: the backend has the other end at fd 4, named in
+    /// `AGENTLANE_HOST_CHANNEL_FD`. Taken by whoever serves the channel
+    /// (the bridge's host tools, issues 31/33: not wired yet).
+    #[cfg_attr(not(test), allow(dead_code))]
+    host_channel: Option<UnixStream>,
 }
 
 /// Sends reader batches into the bridge's event loop; blocking here is the
@@ -101,11 +109,19 @@ impl BatchSink for Forward {
 }
 
 impl Backend {
-    /// Spawns the backend with three pipes, in a new process group. Call it
-    /// from a thread that lives as long as the bridge (on Linux the kernel's
+    /// Spawns the backend with three pipes (and its host channel when
+    /// `host_channel` declares it), in a new process group. Call it from a
+    /// thread that lives as long as the bridge (on Linux the kernel's
     /// parent-death signal follows the spawning thread).
-    pub fn spawn(launch: &Launch) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
+    pub fn spawn(launch: &Launch, host_channel: bool) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
         let mut command = Command::new(&launch.program);
+        let host = host_channel.then(UnixStream::pair).transpose()?;
+        if let Some((_, backend_end)) = &host {
+            let mut placement = bridge_launch::place::Placement::new();
+            placement.put(bridge_launch::channels::HOST, backend_end.as_raw_fd());
+            placement.install(&mut command);
+            command.env(bridge_launch::HOST_CHANNEL_ENV, bridge_launch::channels::HOST.fd.to_string());
+        }
         command
             .args(&launch.args)
             .stdin(Stdio::piped())
@@ -135,6 +151,8 @@ impl Backend {
             }
         }
         let mut child = command.spawn()?;
+        // The backend has its end now: the channel's end of file is its.
+        let host_channel = host.map(|(host, _)| host);
         let (sender, receiver) = mpsc::channel(4);
         spawn_reader(
             child.stdout.take().expect("piped stdout"),
@@ -154,6 +172,7 @@ impl Backend {
                 pid,
                 frames,
                 warm: false,
+                host_channel,
             },
             receiver,
         ))
@@ -169,11 +188,12 @@ impl Backend {
         server: &PreforkServer,
         term_grace: Duration,
         deadline: Instant,
+        host_channel: bool,
     ) -> Result<(Backend, mpsc::Receiver<Output>), ForkFailure> {
         // A full request channel (`Busy`: the server is slow, or stopped) is
         // tried again until the deadline; the request itself never blocks.
         let mut conversation = loop {
-            match server.start_conversation(term_grace) {
+            match server.start_conversation(term_grace, host_channel) {
                 Ok(conversation) => break conversation,
                 Err(ForkError::Busy) if Instant::now() < deadline => std::thread::sleep(BUSY_RETRY),
                 Err(ForkError::Busy) => return Err(ForkFailure::TimedOut),
@@ -224,6 +244,7 @@ impl Backend {
         )
         .map_err(spawned)?;
         let frames = spawn_writer(conversation.stdin).map_err(spawned)?;
+        let host_channel = conversation.host_channel;
         let mut control = conversation.control;
         std::thread::Builder::new()
             .name("bridge-warm-wait".into())
@@ -249,6 +270,7 @@ impl Backend {
                 pid,
                 frames,
                 warm: true,
+                host_channel,
             },
             receiver,
         ))
@@ -256,6 +278,13 @@ impl Backend {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The host's end of the host channel, once (`None` when the start did
+    /// not declare one, or it was taken).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn take_host_channel(&mut self) -> Option<UnixStream> {
+        self.host_channel.take()
     }
 
     /// SIGKILL to the whole group: a start given up on.

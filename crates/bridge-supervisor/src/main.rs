@@ -3,7 +3,7 @@
 //! host, even when the host is SIGKILLed and can clean up nothing itself.
 //!
 //! ```text
-//! process-bridge-supervisor [--term-grace-ms N] -- <command> [args…]
+//! process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]… -- <command> [args…]
 //! process-bridge-supervisor [--term-grace-ms N] --adopt <pid>
 //! ```
 //!
@@ -12,7 +12,10 @@
 //! the supervisor never touches the data, and lets go of them once the
 //! backend runs, so their end of file is the backend's). File descriptor 3,
 //! when open, is
-//! the *control socket* from the host:
+//! the *control socket* from the host. The backend inherits stdin, stdout,
+//! stderr and the descriptors declared with `--channel-fd` (the host
+//! channel, fd 4: `crates/bridge-launch`), nothing else; the supervisor
+//! closes its copies of those once the backend runs. On the control socket:
 //!
 //! - the supervisor writes `started <pid>\n` once the backend runs, or
 //!   `failed <ERRNO> <errno number> <message>\n` if it could not be started

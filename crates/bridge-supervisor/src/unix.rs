@@ -34,6 +34,10 @@ const HANDLED: [Signal; 6] = [
 struct Options {
     term_grace: Duration,
     what: Backend,
+    /// `--channel-fd N`: descriptors above the control socket that the
+    /// backend inherits (the host channel, declared per start). Every other
+    /// descriptor the supervisor inherited stays out of the backend.
+    channels: Vec<i32>,
 }
 
 /// The backend to supervise: one to start, or one that is already our child.
@@ -48,12 +52,20 @@ fn parse_options() -> Result<Options, lexopt::Error> {
     use lexopt::prelude::*;
     let mut term_grace = Duration::from_millis(500);
     let mut adopt: Option<i32> = None;
+    let mut channels = Vec::new();
     let mut parser = lexopt::Parser::from_env();
     let mut rest: Vec<String> = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
             Long("term-grace-ms") => {
                 term_grace = Duration::from_millis(parser.value()?.parse()?);
+            }
+            Long("channel-fd") => {
+                let fd: i32 = parser.value()?.parse()?;
+                if fd <= CONTROL_FD {
+                    return Err("--channel-fd names a descriptor above 3".into());
+                }
+                channels.push(fd);
             }
             Long("adopt") => {
                 let pid: i32 = parser.value()?.parse()?;
@@ -81,7 +93,7 @@ fn parse_options() -> Result<Options, lexopt::Error> {
             }
         }
     };
-    Ok(Options { term_grace, what })
+    Ok(Options { term_grace, what, channels })
 }
 
 pub fn main() {
@@ -90,7 +102,7 @@ pub fn main() {
         Err(error) => {
             eprintln!("process-bridge-supervisor: {error}");
             eprintln!(
-                "usage: process-bridge-supervisor [--term-grace-ms N] -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>"
+                "usage: process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]... -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>"
             );
             std::process::exit(2);
         }
@@ -118,7 +130,7 @@ pub fn main() {
 
     let (backend, backend_status) = match options.what {
         Backend::Spawn { command, args } => {
-            let backend = spawn(&command, &args, &mut control);
+            let backend = spawn(&command, &args, &options.channels, &mut control);
             report(&mut control, &format!("started {backend}\n"));
             (backend, None)
         }
@@ -148,16 +160,49 @@ pub fn main() {
     supervisor.run(&mut signals, &mut control);
 }
 
-/// Starts the backend in a process group of its own, or exits (127) saying why.
-fn spawn(command: &str, args: &[String], control: &mut Option<File>) -> Pid {
+/// Starts the backend in a process group of its own, with exactly stdin,
+/// stdout, stderr and the declared `channels`, or exits (127) saying why.
+/// The supervisor lets go of its copies of the channels once the backend
+/// has them, so that their end is the backend's.
+fn spawn(command: &str, args: &[String], channels: &[i32], control: &mut Option<File>) -> Pid {
+    keep_only(channels);
     // Caught signals are reset to their defaults on exec, and std resets
     // SIGPIPE: the backend starts with default dispositions.
-    match Command::new(command).args(args).process_group(0).spawn() {
+    let spawned = Command::new(command).args(args).process_group(0).spawn();
+    for &fd in channels {
+        // SAFETY: the declared channel is the host's, handed to us for the
+        // backend alone; nothing in this process uses it.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    match spawned {
         Ok(child) => Pid::from_raw(child.id() as i32),
         Err(error) => {
             let number = error.raw_os_error().unwrap_or(nix::libc::EIO);
             let told = format!("cannot start {command}: {error}");
             cannot_start(control, number, &error.to_string(), &told)
+        }
+    }
+}
+
+/// Marks every inherited descriptor above the control socket close-on-exec
+/// but the declared channels (which must be open: a missing one is a
+/// start that cannot be).
+fn keep_only(channels: &[i32]) {
+    let listing = if cfg!(target_os = "linux") { "/proc/self/fd" } else { "/dev/fd" };
+    let open: Vec<i32> = match std::fs::read_dir(listing) {
+        Ok(entries) => entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    for fd in open.into_iter().filter(|fd| *fd > CONTROL_FD && !channels.contains(fd)) {
+        // SAFETY: F_SETFD on a descriptor number is sound whatever it is
+        // (the listing's own descriptor is closed by now: EBADF, ignored).
+        unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
+    }
+    for &fd in channels {
+        // SAFETY: as above; clears close-on-exec on a channel the host
+        // passed (it is inherited as such, this only makes sure).
+        if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) } < 0 {
+            fatal(&format!("--channel-fd {fd}: the descriptor is not open"));
         }
     }
 }

@@ -39,7 +39,7 @@ const LOG_LINES: usize = 40;
 /// Longer log lines are cut to this many bytes.
 const LOG_LINE_BYTES: usize = 2000;
 /// The supervisor's control descriptor in the server's supervisor.
-const CONTROL_FD: i32 = 3;
+const CONTROL_FD: i32 = bridge_launch::channels::CONTROL.fd;
 
 /// What the watcher thread tells an observer, in this order: `Ready` or
 /// `Failed` once, `Gone` once, then `Exited` once.
@@ -69,15 +69,31 @@ pub struct ForkRequest<'a> {
     pub stderr: BorrowedFd<'a>,
     /// The conversation's control socket (the adopting supervisor's fd 3).
     pub control: BorrowedFd<'a>,
+    /// The backend's end of the host channel, when the start declares it
+    /// (placed at `bridge_launch::channels::HOST` in the backend, its number
+    /// in `AGENTLANE_HOST_CHANNEL_FD`).
+    pub host: Option<BorrowedFd<'a>>,
     /// After SIGTERM, how long the conversation's processes get before SIGKILL.
     pub term_grace: Duration,
 }
 
 impl ForkRequest<'_> {
-    /// The descriptors in the order the server takes them (docs/prefork.md §3).
-    fn descriptors(&self) -> [i32; crate::protocol::REQUEST_FDS] {
-        [self.stdin, self.stdout, self.stderr, self.control].map(|fd| fd.as_raw_fd())
+    /// The descriptors in the order the server takes them: the layout's
+    /// (docs/prefork.md §3), the host channel last when declared.
+    fn descriptors(&self) -> Vec<i32> {
+        let mut fds: Vec<i32> = [self.stdin, self.stdout, self.stderr, self.control].map(|fd| fd.as_raw_fd()).to_vec();
+        fds.extend(self.host.map(|fd| fd.as_raw_fd()));
+        debug_assert_eq!(fds.len(), bridge_launch::channels::fork_descriptors(self.host.is_some()));
+        fds
     }
+}
+
+/// The host's ends of a forked conversation's sockets.
+pub struct HostEnds {
+    pub stdin: UnixStream,
+    pub control: UnixStream,
+    /// The host channel's host end, when the start declared it.
+    pub host_channel: Option<UnixStream>,
 }
 
 /// Called on the watcher thread with every [`ServerEvent`].
@@ -355,37 +371,47 @@ impl PreforkServer {
         };
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let millis = u64::try_from(request.term_grace.as_millis()).unwrap_or(u64::MAX);
-        channel.send(&encode_fork_request(id, millis), &request.descriptors())
+        let fds = request.descriptors();
+        channel.send(&encode_fork_request(id, millis, fds.len()), &fds)
     }
 
     /// Starts a conversation with sockets and pipes of its own (for hosts
-    /// that read the backend's output themselves: a Rust host).
-    pub fn start_conversation(&self, term_grace: Duration) -> Result<Conversation, ForkError> {
+    /// that read the backend's output themselves: a Rust host), with a
+    /// host channel when `host_channel` declares it.
+    pub fn start_conversation(&self, term_grace: Duration, host_channel: bool) -> Result<Conversation, ForkError> {
         let (stdout, stdout_writer) = std::io::pipe()?;
         let (stderr, stderr_writer) = std::io::pipe()?;
-        let (stdin, control) = self.fork_with_outputs(stdout_writer.as_fd(), stderr_writer.as_fd(), term_grace)?;
-        Ok(Conversation::new(stdin, stdout, stderr, control))
+        let ends = self.fork_with_outputs(stdout_writer.as_fd(), stderr_writer.as_fd(), term_grace, host_channel)?;
+        Ok(Conversation::new(ends, stdout, stderr))
     }
 
     /// Starts a conversation whose stdout and stderr are the given write
     /// ends (the caller closes them after this returns); returns the
-    /// host's ends of its stdin and of its control socket.
+    /// host's ends of its stdin, its control socket and (declared) its
+    /// host channel.
     pub fn fork_with_outputs(
         &self,
         stdout: BorrowedFd<'_>,
         stderr: BorrowedFd<'_>,
         term_grace: Duration,
-    ) -> Result<(UnixStream, UnixStream), ForkError> {
+        host_channel: bool,
+    ) -> Result<HostEnds, ForkError> {
         let (stdin, backend_stdin) = UnixStream::pair()?;
         let (control, backend_control) = UnixStream::pair()?;
+        let host = host_channel.then(UnixStream::pair).transpose()?;
         self.fork(&ForkRequest {
             stdin: backend_stdin.as_fd(),
             stdout,
             stderr,
             control: backend_control.as_fd(),
+            host: host.as_ref().map(|(_, backend)| backend.as_fd()),
             term_grace,
         })?;
-        Ok((stdin, control))
+        Ok(HostEnds {
+            stdin,
+            control,
+            host_channel: host.map(|(host, _)| host),
+        })
     }
 
     /// Accepts no more fork requests: the server exits once every

@@ -154,7 +154,7 @@ impl Talk {
 /// A conversation whose control socket's reads fail after a while (a
 /// test fails instead of hanging when a report never comes).
 pub fn open(server: &PreforkServer) -> Conversation {
-    let conversation = server.start_conversation(GRACE).unwrap();
+    let conversation = server.start_conversation(GRACE, false).unwrap();
     conversation.control.socket().set_read_timeout(Some(READY)).unwrap();
     conversation
 }

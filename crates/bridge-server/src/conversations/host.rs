@@ -79,19 +79,20 @@ impl Hosted {
         plan: HostPlan,
     ) -> Result<Arc<Hosted>, Failed> {
         let Started {
-            backend,
+            mut backend,
             outputs,
             mode,
             since,
             slot,
-        } = starter.start(mode).await.map_err(|failure| Failed {
+        } = starter.start(mode, true).await.map_err(|failure| Failed {
             failure,
             stderr: None,
             backend_pid: None,
         })?;
         let backend_pid = backend.pid();
-        // The seam of the launch branch (merged later): backend.take_host_channel().
-        let host_channel: Option<std::os::unix::net::UnixStream> = None;
+        // Every backend gets its channel (fd 4): a factory that uses the
+        // host's store or tools works in every conversation.
+        let host_channel = backend.take_host_channel();
         let (conversation, ready) = Conversation::new(id.clone(), backend);
         // The backend's requests wait in the socket until the reader runs.
         let needs_channel = plan.tools_declared || plan.require_store;

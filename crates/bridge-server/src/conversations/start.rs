@@ -188,19 +188,21 @@ impl Starter {
         self.launch.program.to_string_lossy().into_owned()
     }
 
-    /// Starts one backend (a warm one, or a cold one once a slot is free).
-    pub async fn start(&self, mode: StartMode) -> Result<Started, StartFailure> {
+    /// Starts one backend (a warm one, or a cold one once a slot is free),
+    /// with a host channel when `host_channel` declares it
+    /// (`Started::backend.take_host_channel()`).
+    pub async fn start(&self, mode: StartMode, host_channel: bool) -> Result<Started, StartFailure> {
         let warm = match (mode, &self.warm) {
-            (StartMode::Cold, _) => return self.start_cold().await,
+            (StartMode::Cold, _) => return self.start_cold(host_channel).await,
             (StartMode::Warm, None) => return Err(failure("spawn", "warm starts need the bridge to run with --warm".into())),
             // Off for good (said once, when it went off): cold, quietly.
             (StartMode::Warm, Some(warm)) if !warm.available() && self.fallback == Fallback::Cold => {
-                return self.start_cold().await
+                return self.start_cold(host_channel).await
             }
             (StartMode::Warm, Some(warm)) => warm,
         };
         let since = Instant::now();
-        match warm.fork(since + self.ready_timeout).await {
+        match warm.fork(since + self.ready_timeout, host_channel).await {
             Ok((backend, outputs)) => Ok(Started {
                 backend,
                 outputs,
@@ -213,13 +215,13 @@ impl Starter {
                 Fallback::Error => Err(failure("prefork", format!("cannot start a warm backend: {why}"))),
                 Fallback::Cold => {
                     eprintln!("agentlane-bridge: a warm start was not possible ({why}); starting cold (--warm-fallback cold)");
-                    self.start_cold().await
+                    self.start_cold(host_channel).await
                 }
             },
         }
     }
 
-    async fn start_cold(&self) -> Result<Started, StartFailure> {
+    async fn start_cold(&self, host_channel: bool) -> Result<Started, StartFailure> {
         let slot = match &self.slots {
             Some(slots) => Some(
                 slots
@@ -234,7 +236,7 @@ impl Starter {
         let launch = self.launch.clone();
         let job: Job = Box::new(move || {
             // The caller may have gone meanwhile: what it no longer takes is killed.
-            if let Err(Ok((backend, _))) = answer.send(Backend::spawn(&launch)) {
+            if let Err(Ok((backend, _))) = answer.send(Backend::spawn(&launch, host_channel)) {
                 backend.kill();
             }
         });

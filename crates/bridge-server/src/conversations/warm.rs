@@ -166,12 +166,13 @@ impl Warm {
     pub async fn fork(
         &self,
         deadline: Instant,
+        host_channel: bool,
     ) -> Result<(Backend, mpsc::Receiver<Output>), WarmError> {
         let mut gone = None;
         loop {
             let server = self.current(gone).map_err(WarmError::Unavailable)?;
             self.handshake(server.clone(), deadline).await?;
-            match fork_by(server.clone(), self.term_grace, deadline).await {
+            match fork_by(server.clone(), self.term_grace, deadline, host_channel).await {
                 Ok(started) => return Ok(started),
                 // Replaced only once it has really exited: a server that
                 // refuses a fork for another reason keeps serving the
@@ -262,11 +263,12 @@ async fn fork_by(
     server: PreforkServer,
     term_grace: Duration,
     deadline: Instant,
+    host_channel: bool,
 ) -> Result<(Backend, mpsc::Receiver<Output>), ForkFailure> {
     let (answer, answered) = oneshot::channel();
     let until = deadline.into_std();
     tokio::task::spawn_blocking(move || {
-        if let Err(Ok((backend, _))) = answer.send(Backend::fork(&server, term_grace, until)) {
+        if let Err(Ok((backend, _))) = answer.send(Backend::fork(&server, term_grace, until, host_channel)) {
             backend.kill();
         }
     });
