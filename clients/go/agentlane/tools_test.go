@@ -59,9 +59,9 @@ func create(t *testing.T, b *agentlane.Bridge, opts agentlane.ConversationOption
 	return c
 }
 
-// toolEnds are the run's tool_end payloads, by tool name.
-func toolEnds(t *testing.T, events []*agentlane.Event) map[string]map[string]interface{} {
-	ends := map[string]map[string]interface{}{}
+// toolEnds are the run's tool_end payloads, in order.
+func toolEnds(events []*agentlane.Event) []map[string]interface{} {
+	var ends []map[string]interface{}
 	for _, e := range events {
 		var r struct {
 			Event struct {
@@ -70,8 +70,7 @@ func toolEnds(t *testing.T, events []*agentlane.Event) map[string]map[string]int
 			} `json:"event"`
 		}
 		if e.Type == "run_event" && e.Decode(&r) == nil && r.Event.Type == "tool_end" {
-			name, _ := r.Event.Payload["tool_name"].(string)
-			ends[name] = r.Event.Payload
+			ends = append(ends, r.Event.Payload)
 		}
 	}
 	return ends
@@ -151,9 +150,9 @@ func TestHostToolsThroughTheBridge(t *testing.T) {
 		if result.Terminal.Type != "run_complete" || !strings.Contains(result.FinalText(), "customer database is down") {
 			t.Fatalf("terminal %s, final %q", result.Terminal.Type, result.FinalText())
 		}
-		end := toolEnds(t, result.Events)["lookup"]
-		if end["ok"] != false {
-			t.Fatalf("tool_end %v", end)
+		ends := toolEnds(result.Events)
+		if len(ends) != 1 || ends[0]["ok"] != false {
+			t.Fatalf("tool_end %v", ends)
 		}
 	})
 
