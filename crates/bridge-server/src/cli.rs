@@ -217,6 +217,14 @@ pub struct CheckArgs {
     /// Only run step 1 (no conversation).
     #[arg(long)]
     pub step1_only: bool,
+    /// The prompt of the step-3 run, which must make the agent call the
+    /// host's tool `lookup` ({"customer_id": string}).
+    #[arg(long, default_value = "Please look up customer c-42.")]
+    pub tool_prompt: String,
+    /// Fail step 3 when the app's factory does not add the host's tools
+    /// (by default it is skipped with the reason).
+    #[arg(long)]
+    pub require_tools: bool,
 }
 
 /// A program path as the user meant it: a relative one with a directory

@@ -8,6 +8,7 @@
 mod backend;
 mod bounded;
 mod check;
+mod check_tool;
 mod cli;
 mod conversation;
 mod conversations;
