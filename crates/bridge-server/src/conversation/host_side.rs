@@ -238,7 +238,11 @@ impl Conversation {
                     let _ = host.writer.send(line);
                 }
                 Output::Diagnostic(error) => {
-                    eprintln!("agentlane-bridge: conversation {:?}: the backend's host channel: {error}", self.id);
+                    eprintln!(
+                        "agentlane-bridge: conversation {:?}: the backend's host channel: [{}] {error}",
+                        self.id,
+                        error.code()
+                    );
                 }
                 Output::Abort { call, reason } => {
                     if let Some(id) = host.by_call.remove(&call) {
