@@ -18,6 +18,7 @@ mod outgoing;
 mod run;
 mod server;
 mod service;
+mod side_items;
 mod token;
 
 /// The generated `agentlane.bridge.v1` messages, services and clients.

@@ -16,7 +16,8 @@ use buffa::bytes::Bytes;
 use connectrpc::{CodecFormat, ConnectError, Encodable, EncodedBody};
 use serde::Serialize;
 
-use crate::conversation::{Item, Out, Side, UsageTotals};
+use crate::conversation::{Item, Out, UsageTotals};
+use crate::side_items::SideForm;
 use crate::proto::agentlane::bridge::v1 as pb;
 use pb::__buffa::view::{BridgeEventView, InvalidLineView};
 
@@ -201,79 +202,6 @@ impl FinalForm for pb::SubscribeResponse {
         None
     }
 }
-
-/// How each stream message carries a host channel item (small, rare:
-/// built as the generated message; a snapshot is copied once per stream).
-trait SideForm: buffa::Message + Serialize + Sized {
-    fn side(side: &Side) -> Self;
-    fn encode_side(side: &Side, codec: CodecFormat) -> Result<Bytes, ConnectError> {
-        let message = Self::side(side);
-        match codec {
-            CodecFormat::Json => connectrpc::codec::encode_json(&message),
-            _ => connectrpc::codec::encode_proto(&message),
-        }
-    }
-}
-
-fn tool_call(side: &Side) -> Option<pb::ToolCall> {
-    let Side::ToolCall { id, conversation_id, name, arguments, tool_call_id, run_id, timeout_ms } = side else {
-        return None;
-    };
-    Some(pb::ToolCall {
-        id: id.clone(),
-        conversation_id: conversation_id.clone(),
-        name: name.clone(),
-        arguments_json: arguments.clone(),
-        tool_call_id: tool_call_id.clone(),
-        run_id: run_id.clone(),
-        timeout_ms: *timeout_ms,
-        ..Default::default()
-    })
-}
-
-fn tool_call_ended(side: &Side) -> Option<pb::ToolCallEnded> {
-    let Side::ToolCallEnded { id, conversation_id, reason } = side else { return None };
-    Some(pb::ToolCallEnded {
-        id: id.clone(),
-        conversation_id: conversation_id.clone(),
-        reason: (*reason).into(),
-        ..Default::default()
-    })
-}
-
-/// A snapshot as the generated message (also `GetSnapshot`'s answer).
-pub fn snapshot_message(conversation_id: &str, json: &str, revision: u64) -> pb::ConversationSnapshot {
-    pb::ConversationSnapshot {
-        conversation_id: conversation_id.into(),
-        json: json.into(),
-        revision,
-        ..Default::default()
-    }
-}
-
-macro_rules! side_form {
-    ($message:ty, $case:ident) => {
-        impl SideForm for $message {
-            fn side(side: &Side) -> Self {
-                use pb::__buffa::oneof::$case::Item as Case;
-                let case = match side {
-                    Side::ToolCall { .. } => Case::from(tool_call(side).expect("a tool call")),
-                    Side::ToolCallEnded { .. } => Case::from(tool_call_ended(side).expect("an end")),
-                    Side::Snapshot { conversation_id, json, revision } => {
-                        Case::from(snapshot_message(conversation_id, json, *revision))
-                    }
-                };
-                Self {
-                    item: Some(case),
-                    ..Default::default()
-                }
-            }
-        }
-    };
-}
-
-side_form!(pb::PromptResponse, prompt_response);
-side_form!(pb::SubscribeResponse, subscribe_response);
 
 impl Outgoing {
     fn json(&self) -> Result<Bytes, ConnectError> {
