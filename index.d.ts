@@ -59,13 +59,14 @@ export declare class PreforkServer {
   static connect(path: string, onEvent: (event: PreforkEvent) => void): PreforkServer
   /**
    * Forks a conversation whose backend gets these descriptors as its
-   * stdin, stdout and stderr, and its supervisor `control` as fd 3 (the
-   * child's ends of the channels `lib/spawn/stdio.ts` makes; the caller
-   * closes them after this returns, as after a spawn). Never waits for
-   * the server: `null` once the request is sent, else why it was not
-   * (`busy`: the server is not reading its requests).
+   * stdin, stdout and stderr, its supervisor `control` as its control
+   * socket, and `hostChannel` (when the start declares one) as its host
+   * channel (the child's ends of the channels `lib/spawn/stdio.ts` makes;
+   * the caller closes them after this returns, as after a spawn). Never
+   * waits for the server: `null` once the request is sent, else why it
+   * was not (`busy`: the server is not reading its requests).
    */
-  fork(stdinFd: number, stdoutFd: number, stderrFd: number, controlFd: number, termGraceMs: number): ForkRefusal | null
+  fork(stdinFd: number, stdoutFd: number, stderrFd: number, controlFd: number, hostChannelFd: number | undefined | null, termGraceMs: number): ForkRefusal | null
   /** What the app's import wrote (the server's log before its handshake). */
   importOutput(): Array<string>
   /** The server's log's last lines. */
@@ -162,6 +163,14 @@ export interface BatchContract {
   largeLineBytes: number
 }
 
+export declare function channelLayout(): ChannelLayout
+
+/** The table, and the variable that names the host channel's number. */
+export interface ChannelLayout {
+  channels: Array<LaunchChannel>
+  hostChannelEnv: string
+}
+
 /**
  * Closes a descriptor [`socket_pair`] made (the child's end, once the
  * child has it), with `close(2)` alone. Node's and Bun's `fs.closeSync` do
@@ -201,6 +210,16 @@ export interface ForkRefusal {
 
 /** §3.3: whether an event's `protocol_version` is accepted. */
 export declare function isSupportedProtocolVersion(value: string): boolean
+
+/** One named channel a backend inherits. */
+export interface LaunchChannel {
+  /** `stdin`, `stdout`, `stderr`, `control` or `host`. */
+  name: string
+  /** Its descriptor number in the backend (for `control`: in its supervisor). */
+  fd: number
+  /** Every start has it (`false`: only a start that declares it). */
+  always: boolean
+}
 
 /**
  * What a server says, once each: `ready` or `failed`, `gone` (it closed

@@ -841,6 +841,7 @@ module.exports.JsLineDecoder = nativeBinding.JsLineDecoder
 module.exports.PreforkServer = nativeBinding.PreforkServer
 module.exports.StreamReader = nativeBinding.StreamReader
 module.exports.batchContract = nativeBinding.batchContract
+module.exports.channelLayout = nativeBinding.channelLayout
 module.exports.closeDescriptor = nativeBinding.closeDescriptor
 module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
 module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVersion

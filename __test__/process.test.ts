@@ -47,6 +47,7 @@ function recorder() {
       exited({ code, signal });
     },
     onSpawnError: (error) => log.push(`spawnError ${error.message}`),
+    onHostChannel: () => log.push("hostChannel"),
   };
   return { log, events, errors, callbacks, exit };
 }

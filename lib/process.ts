@@ -3,6 +3,7 @@
  * it nor anything it starts outlives the host (`spawn/containment.ts`).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import type { Socket } from "node:net";
 import { resolve as resolvePath } from "node:path";
 import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
 import { checkProcessOptions } from "./options";
@@ -10,6 +11,7 @@ import { ExitTracker } from "./spawn/exit";
 import { explainSpawnError, withErrnoCode, type SpawnAttempt } from "./spawn/spawn-error";
 import { readControl, reportedSpawnError } from "./spawn/control";
 import { holdUntilStarted } from "./spawn/hold";
+import { CHANNEL_FD, HOST_CHANNEL_ENV } from "./spawn/channels";
 import { UnixStdio } from "./spawn/stdio";
 import { findSupervisor } from "./spawn/supervisor";
 import type { WarmOption } from "./spawn/warm/options";
@@ -61,7 +63,19 @@ export interface BridgeProcessOptions extends LineReaderOptions {
    * `spawnBridgeProcess`, which always starts cold). Default: cold.
    */
   warm?: WarmOption;
+  /**
+   * Give the backend a host channel (docs/host-channel.md): a socket pair
+   * whose backend end is its fd 4 (the launch layer's table), named in
+   * `AGENTLANE_HOST_CHANNEL_FD` of its environment, cold or warm, with or
+   * without the supervisor. The host's end comes through
+   * `onHostChannel` and as the child's `hostChannel`. Default: none (the
+   * backend inherits stdin, stdout and stderr only). Unix only.
+   */
+  hostChannel?: boolean;
 }
+
+/** A started backend's child with its host channel's host end, when the start declared one. */
+export type WithHostChannel<T> = T & { hostChannel?: Socket };
 
 /** A Python AgentLane backend, run with `uv` in its project (§9.4). */
 export interface PythonBackendSpec {
@@ -125,15 +139,18 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
  * told: a missing working directory, command or supervisor), then
  * `onExit` with the negative errno.
  */
-export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks): ChildProcess {
+export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks): WithHostChannel<ChildProcess> {
   checkProcessOptions(options);
+  const hostChannel = options.hostChannel === true;
+  if (hostChannel && process.platform === "win32") throw new Error("A host channel needs Unix (hostChannel: true).");
   const supervisor = supervisorFor(options);
   const mode: ContainmentMode = supervisor !== null ? "supervised" : process.platform === "win32" ? "plain" : "grouped";
   const termGraceMs = options.termGraceMs ?? 500;
   const [command, args] = commandLine(options, supervisor, termGraceMs);
+  const env = options.env ?? process.env;
   const spawnOptions = {
     cwd: options.cwd,
-    env: options.env ?? process.env,
+    env: hostChannel ? { ...env, [HOST_CHANNEL_ENV]: String(CHANNEL_FD.host) } : env,
     shell: mode === "supervised" ? false : (options.shell ?? false),
     // A group of its own (Unix): signals and the exit hook reach it whole.
     detached: mode !== "plain",
@@ -153,12 +170,12 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   });
   const attempt: SpawnAttempt = { command: options.command, cwd: options.cwd, supervisor };
 
-  let child: ChildProcess;
+  let child: WithHostChannel<ChildProcess>;
   let controlFd: number | undefined;
   if (process.platform !== "win32") {
     let stdio: UnixStdio;
     try {
-      stdio = new UnixStdio(held.callbacks, options, exit, mode === "supervised");
+      stdio = new UnixStdio(held.callbacks, options, exit, mode === "supervised", hostChannel);
     } catch (error) {
       exit.dispose();
       throw spawnFailure(error, attempt);
@@ -174,6 +191,12 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     // Bun's ChildProcess has `stdin` as a getter only: an own property works everywhere.
     Object.defineProperty(child, "stdin", { value: adopted.stdin, writable: true, configurable: true, enumerable: true });
     controlFd = adopted.controlFd;
+    const hostEnd = adopted.hostChannel;
+    if (hostEnd !== undefined) {
+      child.hostChannel = hostEnd;
+      child.once("close", () => hostEnd.destroy());
+      callbacks.onHostChannel?.(hostEnd);
+    }
   } else {
     child = spawn(command, args, { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] });
     exit.add(wirePushed(child, callbacks, options));
@@ -247,5 +270,7 @@ function commandLine(options: BridgeProcessOptions, supervisor: string | null, t
   if (supervisor === null) return [options.command, args];
   // As Node's own `shell: true` does on Unix.
   const backend = options.shell ? ["/bin/sh", "-c", [options.command, ...args].join(" ")] : [options.command, ...args];
-  return [supervisor, ["--term-grace-ms", String(Math.max(0, Math.round(termGraceMs))), "--", ...backend]];
+  // The supervisor passes the backend exactly the declared channels.
+  const channels = options.hostChannel === true ? ["--channel-fd", String(CHANNEL_FD.host)] : [];
+  return [supervisor, ["--term-grace-ms", String(Math.max(0, Math.round(termGraceMs))), ...channels, "--", ...backend]];
 }

@@ -11,6 +11,7 @@
  * thread instead (`stream/line-reader.ts`); where it cannot (Windows), it
  * pushes Node's chunks to a native reader thread (`wirePushed`).
  */
+import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import { BridgeReadError, type BridgeDecodeError } from "./errors";
 import type { BridgeEvent } from "./protocol";
@@ -44,6 +45,16 @@ export interface BridgeProcessCallbacks {
   onStdoutClosed?: () => void;
   /** The OS could not spawn or manage the child (spawn only). */
   onSpawnError?: (error: Error) => void;
+  /**
+   * The host's end of the host channel (docs/host-channel.md), when the
+   * start declared one (`BridgeProcessOptions.hostChannel`): a Unix stream
+   * socket whose other end the backend has at fd 4, named in
+   * `AGENTLANE_HOST_CHANNEL_FD`. Once per backend that runs, before
+   * `onStarted` (a warm start that falls back cold gives the cold
+   * backend's). The caller reads and writes it; it is destroyed when the
+   * child closes, at the latest (spawn only, Unix).
+   */
+  onHostChannel?: (socket: Socket) => void;
 }
 
 /** Settings of the native line readers. */

@@ -4,13 +4,13 @@
  * shared by the session and by hosts of the process layer.
  */
 import type { ChildProcess } from "node:child_process";
-import { spawnBridgeProcess, type BridgeProcessOptions } from "../process";
+import { spawnBridgeProcess, type BridgeProcessOptions, type WithHostChannel } from "../process";
 import type { BridgeProcessCallbacks } from "../wiring";
 import { startWarm, type WarmChild, type WarmHooks } from "./warm/index";
 import { warmOptions } from "./warm/options";
 
 /** A started backend: a spawned `ChildProcess`, or a warm one that behaves as such. */
-export type BridgeChild = ChildProcess | WarmChild;
+export type BridgeChild = WithHostChannel<ChildProcess> | WarmChild;
 
 /**
  * Starts the backend as `spawnBridgeProcess` does (same callbacks, same

@@ -5,14 +5,17 @@
  * `spawn` only passes the child's ends on (`stdio` as descriptors), so
  * that whatever happens in it, the host holds exactly its own ends
  * afterwards: one per channel, four for a supervised backend, three
- * without the supervisor. (With `stdio: "pipe"`, a spawn that ran out of
- * descriptors halfway left Node's two host ends open for good.)
+ * without the supervisor, one more for a declared host channel. Each
+ * channel goes at its number of the launch layer's table (`channels.ts`).
+ * (With `stdio: "pipe"`, a spawn that ran out of descriptors halfway left
+ * Node's two host ends open for good.)
  */
 import { Socket } from "node:net";
 import { native } from "../native";
 import type { FlowGate } from "../stream/flow";
 import { createLineReader, type LineReader } from "../stream/line-reader";
 import type { BridgeProcessCallbacks, LineReaderOptions } from "../wiring";
+import { stdioByChannel } from "./channels";
 import type { ExitTracker } from "./exit";
 
 /** A socket pair's descriptors: the host's end and the child's. */
@@ -47,10 +50,22 @@ export class UnixStdio {
   readonly stderr: LineReader;
   private stdin: Pair | undefined;
   private control: Pair | undefined;
-  private readonly descriptors: [number, number, number, number | "ignore"];
+  private host: Pair | undefined;
+  private readonly descriptors: (number | "ignore")[];
+  /** The child's ends by channel, for a fork request. */
+  readonly childEnds: { stdin: number; stdout: number; stderr: number; control: number | undefined; host: number | undefined };
 
-  /** Makes every channel; throws, leaving nothing behind, when one cannot be made. */
-  constructor(callbacks: BridgeProcessCallbacks, options: LineReaderOptions & { flow?: FlowGate }, exit: ExitTracker, supervised: boolean) {
+  /**
+   * Makes every channel (the host channel when `hostChannel` declares it);
+   * throws, leaving nothing behind, when one cannot be made.
+   */
+  constructor(
+    callbacks: BridgeProcessCallbacks,
+    options: LineReaderOptions & { flow?: FlowGate },
+    exit: ExitTracker,
+    supervised: boolean,
+    hostChannel = false,
+  ) {
     this.stdout = createLineReader("events", callbacks, options, exit.streamEnded("stdout"), options.flow);
     this.stderr = createLineReader("text", callbacks, options, exit.streamEnded("stderr"));
     exit.add(this.stdout);
@@ -60,11 +75,20 @@ export class UnixStdio {
       const stderrFd = this.stderr.reader.openPipe();
       this.stdin = socketPair();
       if (supervised) this.control = socketPair();
-      this.descriptors = [this.stdin.child!, stdoutFd, stderrFd, this.control?.child ?? "ignore"];
+      if (hostChannel) this.host = socketPair();
+      this.childEnds = {
+        stdin: this.stdin.child!,
+        stdout: stdoutFd,
+        stderr: stderrFd,
+        control: this.control?.child,
+        host: this.host?.child,
+      };
+      this.descriptors = stdioByChannel(this.childEnds);
     } catch (error) {
       this.releaseChildEnds();
       closeQuietly(this.stdin?.host);
       closeQuietly(this.control?.host);
+      closeQuietly(this.host?.host);
       throw error;
     }
   }
@@ -79,14 +103,19 @@ export class UnixStdio {
    * the child's), and the host's become the child's stdin and the control
    * socket; when the spawn failed, they go too.
    */
-  adopt(started: boolean): { stdin: Socket | null; controlFd: number | undefined } {
+  adopt(started: boolean): { stdin: Socket | null; controlFd: number | undefined; hostChannel: Socket | undefined } {
     this.releaseChildEnds();
     if (!started) {
       closeQuietly(this.stdin?.host);
       closeQuietly(this.control?.host);
-      return { stdin: null, controlFd: undefined };
+      closeQuietly(this.host?.host);
+      return { stdin: null, controlFd: undefined, hostChannel: undefined };
     }
-    return { stdin: new Socket({ fd: this.stdin!.host, readable: false, writable: true }), controlFd: this.control?.host };
+    return {
+      stdin: new Socket({ fd: this.stdin!.host, readable: false, writable: true }),
+      controlFd: this.control?.host,
+      hostChannel: this.host !== undefined ? new Socket({ fd: this.host.host, readable: true, writable: true }) : undefined,
+    };
   }
 
   /** `spawn` threw: every end goes. */
@@ -99,7 +128,9 @@ export class UnixStdio {
     this.stderr.reader.closePipeWriter();
     closeQuietly(this.stdin?.child);
     closeQuietly(this.control?.child);
+    closeQuietly(this.host?.child);
     if (this.stdin) this.stdin.child = undefined;
     if (this.control) this.control.child = undefined;
+    if (this.host) this.host.child = undefined;
   }
 }

@@ -70,3 +70,10 @@ fn the_python_module_states_the_same_contract() {
         );
     }
 }
+
+/// The launch layer, which places the channel, names the variable this
+/// contract names (issue 32: the one table of inherited descriptors).
+#[test]
+fn the_launch_layer_names_the_same_variable() {
+    assert_eq!(bridge_launch::HOST_CHANNEL_ENV, FD_ENV);
+}

@@ -135,7 +135,8 @@ mod tests {
         let args: Vec<_> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(args[..5], strings(&["--term-grace-ms", "300", "--", "python", "-c"]));
         assert_eq!(args[5], SERVER_SOURCE);
-        assert_eq!(args[6..], strings(&["1", "a:b", "/sup"]));
+        let layout = bridge_launch::channels::layout_json();
+        assert_eq!(args[6..], strings(&["2", &layout, "a:b", "/sup"]));
         let shared = ServerSpec { listen: Some("/run/s.sock".into()), ..spec };
         let (_, args) = shared.command_line(Duration::from_millis(300));
         assert_eq!(args.last().unwrap(), "/run/s.sock");

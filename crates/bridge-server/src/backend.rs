@@ -116,12 +116,13 @@ impl Backend {
     pub fn spawn(launch: &Launch, host_channel: bool) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
         let mut command = Command::new(&launch.program);
         let host = host_channel.then(UnixStream::pair).transpose()?;
+        // Exactly stdin, stdout, stderr and the declared channels.
+        let mut placement = bridge_launch::place::Placement::new();
         if let Some((_, backend_end)) = &host {
-            let mut placement = bridge_launch::place::Placement::new();
             placement.put(bridge_launch::channels::HOST, backend_end.as_raw_fd());
-            placement.install(&mut command);
             command.env(bridge_launch::HOST_CHANNEL_ENV, bridge_launch::channels::HOST.fd.to_string());
         }
+        placement.install(&mut command);
         command
             .args(&launch.args)
             .stdin(Stdio::piped())
@@ -361,3 +362,7 @@ fn spawn_waiter(mut child: Child, sender: mpsc::Sender<Output>) -> std::io::Resu
         })?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "backend_tests.rs"]
+mod tests;

@@ -14,6 +14,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
+import type { Socket } from "node:net";
 import type { WarmStartError } from "../../errors";
 import type { BridgeProcessOptions } from "../../process";
 import type { BridgeProcessCallbacks } from "../../wiring";
@@ -50,6 +51,8 @@ export class WarmChild extends EventEmitter {
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
   readonly stdin = new PendingStdin();
+  /** The host's end of the host channel of the backend that runs (declared by the start), once it runs. */
+  hostChannel: Socket | undefined;
   /** While waiting for the server, or for a fallback's start slot: how to stop waiting. */
   private stopWaiting: (() => void) | undefined;
   /** The fork in flight, until its backend runs or it is given up. */
@@ -128,8 +131,9 @@ export class WarmChild extends EventEmitter {
   }
 
   /** A fallback's spawned child stands behind this one. */
-  private adoptCold(child: ChildProcess): void {
+  private adoptCold(child: ChildProcess & { hostChannel?: Socket }): void {
     this.stdin.attach(child.stdin);
+    this.hostChannel = child.hostChannel;
     this.signalNow = (signal) => child.kill(signal);
     const sync = () => {
       this.pid = child.pid;
@@ -162,6 +166,9 @@ export class WarmChild extends EventEmitter {
       this.hooks.onServerEnded,
       {
         stdin: (socket) => this.stdin.attach(socket),
+        hostChannel: (socket) => {
+          this.hostChannel = socket;
+        },
         started: (supervisorPid, signal) => {
           this.attempt = undefined;
           this.pid = supervisorPid;
@@ -183,6 +190,7 @@ export class WarmChild extends EventEmitter {
           this.attempt = undefined;
           this.signalNow = undefined;
           this.pid = undefined;
+          this.hostChannel = undefined;
           this.stdin.detach();
           if (!this.done) this.unavailable(error);
         },

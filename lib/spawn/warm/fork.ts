@@ -31,6 +31,8 @@ export const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name
 export interface ForkEvents {
   /** The request is sent: the backend's stdin. */
   stdin(socket: Socket): void;
+  /** The backend's host channel (declared by the start), as it runs: before `started`. */
+  hostChannel(socket: Socket): void;
   /** The backend runs under its supervisor (`pid`), signalled this way. */
   started(supervisorPid: number, signal: (signal: NodeJS.Signals | number) => boolean): void;
   /** The backend has exited (a child's `exit`). */
@@ -47,6 +49,8 @@ export class ForkAttempt implements PendingFork {
   private stdio: UnixStdio | undefined;
   private control: ControlStream | undefined;
   private stdinSocket: Socket | undefined;
+  /** The host channel's host end, from the request's send until the conversation's end. */
+  private hostSocket: Socket | undefined;
   private conversationEnded: (() => void) | undefined;
   private stopWatchingServer: (() => void) | undefined;
   private releaseGuard: () => void = () => {};
@@ -68,7 +72,7 @@ export class ForkAttempt implements PendingFork {
   /** Makes the channels and sends (or queues) the request. Throws when the channels cannot be made. */
   begin(): void {
     try {
-      this.stdio = new UnixStdio(this.gate.callbacks, this.options, this.exit, true);
+      this.stdio = new UnixStdio(this.gate.callbacks, this.options, this.exit, true, this.options.hostChannel === true);
     } catch (error) {
       this.exit.dispose();
       throw error;
@@ -79,8 +83,9 @@ export class ForkAttempt implements PendingFork {
 
   /** `PendingFork`: the request goes now, or the server says why not. */
   send(): { code: string; message: string } | null {
-    const [stdinFd, stdoutFd, stderrFd, controlFd] = this.stdio!.spawnStdio as number[];
-    const refusal = this.server.native.fork(stdinFd, stdoutFd, stderrFd, controlFd, Math.max(0, Math.round(this.options.termGraceMs ?? 500)));
+    const ends = this.stdio!.childEnds;
+    const grace = Math.max(0, Math.round(this.options.termGraceMs ?? 500));
+    const refusal = this.server.native.fork(ends.stdin, ends.stdout, ends.stderr, ends.control!, ends.host ?? null, grace);
     if (refusal === null) this.sent();
     return refusal;
   }
@@ -95,6 +100,7 @@ export class ForkAttempt implements PendingFork {
     this.releaseGuard();
     if (this.stdinSocket) this.stdinSocket.destroy();
     else this.stdio?.abandon();
+    this.hostSocket?.destroy();
     this.control?.destroy();
     this.exit.dispose();
     this.conversationEnded?.();
@@ -117,6 +123,7 @@ export class ForkAttempt implements PendingFork {
     const { options, server } = this;
     const adopted = this.stdio!.adopt(true);
     this.stdinSocket = adopted.stdin!;
+    this.hostSocket = adopted.hostChannel;
     this.events.stdin(this.stdinSocket);
     // What the import wrote comes first, as a cold backend's stderr.
     for (const line of server.importOutput) this.gate.callbacks.onStderr?.(line);
@@ -163,6 +170,7 @@ export class ForkAttempt implements PendingFork {
       this.releaseGuard();
       this.stopWatchingServer?.();
       this.conversationEnded?.();
+      this.hostSocket?.destroy();
       this.events.exited(code, signal);
       this.exit.exited(code, signal);
     };
@@ -173,6 +181,10 @@ export class ForkAttempt implements PendingFork {
         this.started = true;
         containment.backendPid = pid;
         supervisorPid = ownPid;
+        if (this.hostSocket !== undefined) {
+          this.events.hostChannel(this.hostSocket);
+          this.gate.callbacks.onHostChannel?.(this.hostSocket);
+        }
         this.gate.callbacks.onStarted?.(containment.info);
         this.gate.open();
         this.events.started(ownPid ?? pid, (signal) => containment.signal(signal));
@@ -237,7 +249,7 @@ class CallbackGate {
         else call();
       }) as BridgeProcessCallbacks[K];
     };
-    const direct = <K extends "onStarted" | "onSpawnError">(name: K): BridgeProcessCallbacks[K] => {
+    const direct = <K extends "onStarted" | "onSpawnError" | "onHostChannel">(name: K): BridgeProcessCallbacks[K] => {
       const callback = target[name] as ((...args: unknown[]) => void) | undefined;
       if (callback === undefined) return undefined;
       return ((...args: unknown[]) => {
@@ -254,6 +266,7 @@ class CallbackGate {
       onExit: wrap("onExit"),
       onStarted: direct("onStarted"),
       onSpawnError: direct("onSpawnError"),
+      onHostChannel: direct("onHostChannel"),
     };
   }
 
