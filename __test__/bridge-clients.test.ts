@@ -79,6 +79,11 @@ const goLibraryTests = [
   "TestReadyTimeoutOption",
   "TestSharedHandlerTellsConversationsApart",
   "TestOldImportPathIsTheSameLibrary",
+  "TestHostToolsThroughTheBridge",
+  "TestHostToolBesideAnApproval",
+  "TestAFactoryWithoutTheModuleIsRefused",
+  "TestABridgeRestartLosesNoCommittedTurn",
+  "TestSnapshotsRefusedAndRequired",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

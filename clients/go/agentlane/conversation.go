@@ -173,6 +173,7 @@ func (r *RunStream) Close() {
 func (r *RunStream) finish() {
 	r.finishing.Do(func() {
 		r.finished = true
+		r.endOpenCalls()
 		r.stop()
 		r.close()
 		r.answering.Wait()

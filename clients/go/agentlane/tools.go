@@ -220,6 +220,23 @@ func (r *RunStream) onToolCallEnded(w *wireToolCallEnded) {
 	}
 }
 
+// endOpenCalls marks the calls still open when the stream ends (their end
+// item may not have come first: it travels beside the backend's events):
+// a cancelled run cancelled them; otherwise the stream was let go of.
+func (r *RunStream) endOpenCalls() {
+	reason := "host-unavailable"
+	if r.terminal != nil && r.terminal.Type == "run_cancelled" {
+		reason = "cancelled"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, state := range r.calls {
+		if r.tools[state.index].Ended == "" {
+			r.tools[state.index].Ended = reason
+		}
+	}
+}
+
 type callState struct {
 	cancel context.CancelFunc
 	index  int
