@@ -84,6 +84,7 @@ const goLibraryTests = [
   "TestAFactoryWithoutTheModuleIsRefused",
   "TestABridgeRestartLosesNoCommittedTurn",
   "TestSnapshotsRefusedAndRequired",
+  "TestSnapshotsThroughCancelAndDivergingResumes",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

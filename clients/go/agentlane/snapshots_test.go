@@ -1,6 +1,7 @@
 package agentlane_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"syscall"
@@ -54,8 +55,17 @@ func TestABridgeRestartLosesNoCommittedTurn(t *testing.T) {
 	}
 	<-first.Done()
 
-	second := start(t, hostToolsOptions("HOST_TOOLS_APP_STORE=1"))
-	resumed := create(t, second, opts)
+	// The new bridge serves warm: the resume reaches a fork as it does a
+	// cold start (the store is read through the fork's host channel).
+	warm := hostToolsOptions("HOST_TOOLS_APP_STORE=1")
+	warm.Warm, warm.WarmFallback = true, "error"
+	second := start(t, warm)
+	warmOpts := opts
+	warmOpts.StartMode = agentlane.StartWarm
+	resumed := create(t, second, warmOpts)
+	if resumed.Info().StartMode != agentlane.StartWarm {
+		t.Fatalf("started %q", resumed.Info().StartMode)
+	}
 	result, err := resumed.Run(ctx, "history", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +76,17 @@ func TestABridgeRestartLosesNoCommittedTurn(t *testing.T) {
 	}
 	if result.Snapshot == nil || result.Snapshot.Revision <= revisions[2] {
 		t.Fatalf("the resumed run's snapshot %+v", result.Snapshot)
+	}
+	saved, _ := store.Load(ctx, "chat-1")
+	if saved == nil || saved.Revision != result.Snapshot.Revision {
+		t.Fatalf("the Store holds %+v", saved)
+	}
+	// Reset deletes the conversation's state in the bridge.
+	if _, err := resumed.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := resumed.Snapshot(ctx); err != nil || after != nil {
+		t.Fatalf("after Reset: %v %+v", err, after)
 	}
 }
 
@@ -90,5 +111,54 @@ func TestSnapshotsRefusedAndRequired(t *testing.T) {
 	e := wantCode(t, err, agentlane.CodeFailedPrecondition)
 	if !strings.Contains(e.Message, "host.state_store()") {
 		t.Fatalf("message %q", e.Message)
+	}
+}
+
+// A cancelled run commits nothing; two conversations resumed from one
+// snapshot go their own ways.
+func TestSnapshotsThroughCancelAndDivergingResumes(t *testing.T) {
+	t.Parallel()
+	ctx := within(t, 90*time.Second)
+	b := start(t, hostToolsOptions("HOST_TOOLS_APP_STORE=1"))
+	started := make(chan struct{}, 1)
+	tool := lookupTool(func(ctx context.Context, call agentlane.ToolCall) (interface{}, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	c := create(t, b, agentlane.ConversationOptions{KeepSnapshots: true, Tools: []agentlane.Tool{tool}})
+	if _, err := c.Run(ctx, "base", nil); err != nil {
+		t.Fatal(err)
+	}
+	base, err := c.Snapshot(ctx)
+	if err != nil || base == nil {
+		t.Fatalf("Snapshot: %v %+v", err, base)
+	}
+	go func() {
+		<-started
+		_, _ = c.Cancel(ctx)
+	}()
+	cancelled, err := c.Run(ctx, calls(t, customer("c-1")), nil)
+	if err != nil || cancelled.Terminal.Type != "run_cancelled" || cancelled.Snapshot != nil {
+		t.Fatalf("the cancelled run: %v %+v", err, cancelled)
+	}
+	if after, err := c.Snapshot(ctx); err != nil || after == nil || after.Revision != base.Revision {
+		t.Fatalf("after the cancelled run: %v %+v (was %d)", err, after, base.Revision)
+	}
+
+	var finals []string
+	for _, word := range []string{"left", "right"} {
+		branch := create(t, b, agentlane.ConversationOptions{Resume: base})
+		if _, err := branch.Run(ctx, word, nil); err != nil {
+			t.Fatal(err)
+		}
+		result, err := branch.Run(ctx, "history", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finals = append(finals, result.FinalText())
+	}
+	if finals[0] != "Seen 3 user messages: base | left | history" || finals[1] != "Seen 3 user messages: base | right | history" {
+		t.Fatalf("finals %q", finals)
 	}
 }

@@ -812,7 +812,8 @@ class AgentService(Protocol):
         The conversation's last committed snapshot (capability "snapshots"):
         the agentlane `AgentSnapshot` document its backend saved after its last
         successful run (or the one it was resumed from). `failed_precondition`
-        for a conversation created without `keep_snapshots` or a resume.
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1136,7 +1137,8 @@ class AgentServiceClient(ConnectClient):
         The conversation's last committed snapshot (capability "snapshots"):
         the agentlane `AgentSnapshot` document its backend saved after its last
         successful run (or the one it was resumed from). `failed_precondition`
-        for a conversation created without `keep_snapshots` or a resume.
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
         """
         return await self.execute_unary(
             request=request,
@@ -1228,7 +1230,8 @@ class AgentServiceSync(Protocol):
         The conversation's last committed snapshot (capability "snapshots"):
         the agentlane `AgentSnapshot` document its backend saved after its last
         successful run (or the one it was resumed from). `failed_precondition`
-        for a conversation created without `keep_snapshots` or a resume.
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1550,7 +1553,8 @@ class AgentServiceClientSync(ConnectClientSync):
         The conversation's last committed snapshot (capability "snapshots"):
         the agentlane `AgentSnapshot` document its backend saved after its last
         successful run (or the one it was resumed from). `failed_precondition`
-        for a conversation created without `keep_snapshots` or a resume.
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
         """
         return self.execute_unary(
             request=request,

@@ -181,7 +181,9 @@ _ToolCallEndedFields: TypeAlias = Literal["id", "conversation_id", "reason"]
 class ToolCallEnded(Message[_ToolCallEndedFields]):
     """
     A tool call that ended without the application's answer: an answer now
-    is refused (`not_found`). Stop the handler.
+    is refused (`not_found`). Stop the handler. It travels beside the
+    backend's events: a call still open when the run's stream ends has ended
+    too (the run's cancel ended it), whether or not this item came first.
 
     ```proto
     message agentlane.bridge.v1.ToolCallEnded

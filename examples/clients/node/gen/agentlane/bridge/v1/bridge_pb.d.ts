@@ -230,7 +230,9 @@ export declare const ToolCallSchema: GenMessage<ToolCall>;
 
 /**
  * A tool call that ended without the application's answer: an answer now
- * is refused (`not_found`). Stop the handler.
+ * is refused (`not_found`). Stop the handler. It travels beside the
+ * backend's events: a call still open when the run's stream ends has ended
+ * too (the run's cancel ended it), whether or not this item came first.
  *
  * @generated from message agentlane.bridge.v1.ToolCallEnded
  */
@@ -1442,7 +1444,8 @@ export declare const AgentService: GenService<{
    * The conversation's last committed snapshot (capability "snapshots"):
    * the agentlane `AgentSnapshot` document its backend saved after its last
    * successful run (or the one it was resumed from). `failed_precondition`
-   * for a conversation created without `keep_snapshots` or a resume.
+   * when its backend's factory keeps no state in the host (no
+   * `state_store=host.state_store()`).
    *
    * @generated from rpc agentlane.bridge.v1.AgentService.GetSnapshot
    */
