@@ -90,17 +90,17 @@ export declare class StreamReader {
    */
   constructor(kind: 'events' | 'text', maxLineBytes: number, onBatch: (kinds: string, parts: string[], errors: (Error | null)[] | null, done: boolean, failure: string | null) => void)
   /**
-   * Creates the stream's socket pair (`pipe.rs`), starts reading the
+   * Creates the stream's socket pair (`output_socket.rs`), starts reading the
    * host's end, and returns the child's end's file descriptor for
-   * `spawn`'s `stdio`. Call `closePipeWriter()` once the child has been
+   * `spawn`'s `stdio`. Call `closeChildEnd()` once the child has been
    * spawned. This is the only descriptor a stream holds in the host.
    */
-  openPipe(): number
+  openSocket(): number
   /**
-   * Closes this process's copy of the pipe's write end, so that the
-   * reader sees end of file when the child exits.
+   * Closes this process's copy of the child's end of the socket pair, so
+   * that the reader sees end of file when the child exits.
    */
-  closePipeWriter(): void
+  closeChildEnd(): void
   /**
    * Queues a chunk of the stream. Returns the number of bytes waiting to
    * be read, so that the caller can pause its source when it is large.
@@ -121,10 +121,10 @@ export declare class StreamReader {
    */
   isWorking(): boolean
   /**
-   * Pipe mode: stops reading once what the pipe holds now is read (up to
+   * Socket mode: stops reading once what the socket holds now is read (up to
    * a few MiB), then ends the stream without its unterminated fragment.
    * For a backend that has exited while something else still holds its
-   * pipe open: everything the backend wrote is delivered, and the reader
+   * socket open: everything the backend wrote is delivered, and the reader
    * lets go.
    */
   cutOff(): void

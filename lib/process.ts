@@ -6,12 +6,12 @@ import { spawn, type ChildProcess } from "node:child_process";
 import type { Socket } from "node:net";
 import { resolve as resolvePath } from "node:path";
 import { Containment, guardAgainstOrphan, type BackendProcess, type ContainmentMode } from "./spawn/containment";
-import { checkProcessOptions } from "./options";
 import { ExitTracker } from "./spawn/exit";
 import { explainSpawnError, withErrnoCode, type SpawnAttempt } from "./spawn/spawn-error";
 import { readControl, reportedSpawnError } from "./spawn/control";
 import { holdUntilStarted } from "./spawn/hold";
 import { CHANNEL_FD, HOST_CHANNEL_ENV } from "./spawn/channels";
+import { resolveStart, type StartPlan } from "./spawn/start-plan";
 import { UnixStdio } from "./spawn/stdio";
 import { findSupervisor } from "./spawn/supervisor";
 import type { WarmOption } from "./spawn/warm/options";
@@ -140,13 +140,16 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
  * `onExit` with the negative errno.
  */
 export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks): WithHostChannel<ChildProcess> {
-  checkProcessOptions(options);
-  const hostChannel = options.hostChannel === true;
+  return spawnPlanned(resolveStart(options), callbacks);
+}
+
+/** `spawnBridgeProcess` of a start already resolved (`spawn/start-plan.ts`). */
+export function spawnPlanned(plan: StartPlan, callbacks: BridgeProcessCallbacks): WithHostChannel<ChildProcess> {
+  const { options, hostChannel, termGraceMs } = plan;
   if (hostChannel && process.platform === "win32") throw new Error("A host channel needs Unix (hostChannel: true).");
   const supervisor = supervisorFor(options);
   const mode: ContainmentMode = supervisor !== null ? "supervised" : process.platform === "win32" ? "plain" : "grouped";
-  const termGraceMs = options.termGraceMs ?? 500;
-  const [command, args] = commandLine(options, supervisor, termGraceMs);
+  const [command, args] = commandLine(plan, supervisor);
   const env = options.env ?? process.env;
   const spawnOptions = {
     cwd: options.cwd,
@@ -164,7 +167,7 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
   // Supervised, what the backend says waits for the supervisor's report
   // (`spawn/hold.ts`): `onStarted` comes first, as for a warm start.
   const held = mode === "supervised" ? holdUntilStarted(callbacks) : { callbacks, release: () => {} };
-  const exit = new ExitTracker(options.exitDrainMs ?? 1000, {
+  const exit = new ExitTracker(plan.exitDrainMs, {
     ...held.callbacks,
     onExit: (code, signal) => held.callbacks.onExit?.(failedErrno !== undefined ? -failedErrno : code, signal),
   });
@@ -234,7 +237,7 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
     if (child.pid !== undefined) callbacks.onStarted?.(containment.info);
   }
 
-  const releaseGuard = options.killOnHostExit ?? true ? guardAgainstOrphan(containment) : () => {};
+  const releaseGuard = plan.killOnHostExit ? guardAgainstOrphan(containment) : () => {};
   child.once("exit", () => {
     if (mode === "grouped") containment.endLeftovers(termGraceMs, releaseGuard);
     else releaseGuard();
@@ -265,12 +268,13 @@ function supervisorFor(options: BridgeProcessOptions): string | null {
 }
 
 /** The command and arguments to spawn: the backend's, under the supervisor if there is one. */
-function commandLine(options: BridgeProcessOptions, supervisor: string | null, termGraceMs: number): [string, string[]] {
+function commandLine(plan: StartPlan, supervisor: string | null): [string, string[]] {
+  const { options } = plan;
   const args = options.args ?? [];
   if (supervisor === null) return [options.command, args];
   // As Node's own `shell: true` does on Unix.
   const backend = options.shell ? ["/bin/sh", "-c", [options.command, ...args].join(" ")] : [options.command, ...args];
   // The supervisor passes the backend exactly the declared channels.
-  const channels = options.hostChannel === true ? ["--channel-fd", String(CHANNEL_FD.host)] : [];
-  return [supervisor, ["--term-grace-ms", String(Math.max(0, Math.round(termGraceMs))), ...channels, "--", ...backend]];
+  const channels = plan.hostChannel ? ["--channel-fd", String(CHANNEL_FD.host)] : [];
+  return [supervisor, ["--term-grace-ms", String(plan.termGraceWholeMs), ...channels, "--", ...backend]];
 }

@@ -22,9 +22,9 @@ pub use file_lock::try_lock_file;
 mod launch;
 pub use launch::channel_layout;
 #[cfg(unix)]
-mod pipe;
+mod output_socket;
 #[cfg(unix)]
-pub use pipe::{close_descriptor, socket_pair};
+pub use output_socket::{close_descriptor, socket_pair};
 #[cfg(unix)]
 mod prefork;
 #[cfg(unix)]

@@ -3,7 +3,7 @@
 //! thread-safe function.
 //!
 //! Two ways to feed a reader:
-//! - **pipe**: `openPipe()` creates the stream's socket pair (`pipe.rs`)
+//! - **socket**: `openSocket()` creates the stream's socket pair (`output_socket.rs`)
 //!   and hands JavaScript the child's end's file descriptor, to give to
 //!   `child_process.spawn` as the child's stdout or stderr. The reader
 //!   thread reads the host's end directly, so Node's event loop never sees
@@ -87,7 +87,7 @@ impl ToNapiValue for DecodeErrorValue {
 }
 
 /// One read of a backend's output takes at most this much, and the stream
-/// made by `openPipe()` buffers as much: while the JavaScript thread is
+/// made by `openSocket()` buffers as much: while the JavaScript thread is
 /// busy the stream fills, and the next batch takes all of it. With Linux's
 /// default 64 KiB, 100,000 small events came in about 700 batches, whose
 /// fixed costs (a wake-up, the callback, the acknowledgement's system
@@ -220,21 +220,21 @@ fn send(callback: &BatchCallback, activity: &Activity, batch: Prepared) -> bool 
 }
 
 /// What both the reader thread and a stop request reach: the credits, and
-/// in pipe mode the waker of a blocked read.
+/// in socket mode the waker of a blocked read.
 struct Shared {
     turn: Turn,
     #[cfg(unix)]
-    pipe: Mutex<Option<Arc<crate::pipe::StreamControl>>>,
+    socket: Mutex<Option<Arc<crate::output_socket::StreamControl>>>,
 }
 
 impl crate::teardown::Stop for Shared {
     /// Disposal or the environment's end: no more batches, and a read
-    /// blocked on the pipe returns, so the thread ends and the pipe closes.
+    /// blocked on the socket returns, so the thread ends and the socket closes.
     fn stop(&self) {
         self.turn.dispose();
         #[cfg(unix)]
-        if let Some(pipe) = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            pipe.stop();
+        if let Some(socket) = self.socket.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            socket.stop();
         }
     }
 }
@@ -352,7 +352,7 @@ pub struct StreamReader {
     queued: Arc<AtomicUsize>,
     /// Pipe mode: the child's end, kept until the child has it.
     #[cfg(unix)]
-    pipe_writer: Option<std::os::unix::net::UnixStream>,
+    child_end: Option<std::os::unix::net::UnixStream>,
     started: bool,
     activity: Arc<Activity>,
 }
@@ -387,7 +387,7 @@ impl StreamReader {
         let shared = Arc::new(Shared {
             turn: Turn::new(),
             #[cfg(unix)]
-            pipe: Mutex::new(None),
+            socket: Mutex::new(None),
         });
         let stoppable: Arc<dyn crate::teardown::Stop> = shared.clone();
         crate::teardown::stop_on_env_teardown(&env, &stoppable)?;
@@ -405,7 +405,7 @@ impl StreamReader {
             chunks: None,
             queued: Arc::new(AtomicUsize::new(0)),
             #[cfg(unix)]
-            pipe_writer: None,
+            child_end: None,
             started: false,
         })
     }
@@ -450,40 +450,40 @@ impl StreamReader {
         Ok(())
     }
 
-    /// Creates the stream's socket pair (`pipe.rs`), starts reading the
+    /// Creates the stream's socket pair (`output_socket.rs`), starts reading the
     /// host's end, and returns the child's end's file descriptor for
-    /// `spawn`'s `stdio`. Call `closePipeWriter()` once the child has been
+    /// `spawn`'s `stdio`. Call `closeChildEnd()` once the child has been
     /// spawned. This is the only descriptor a stream holds in the host.
     #[napi(catch_unwind)]
-    pub fn open_pipe(&mut self) -> Result<i32> {
+    pub fn open_socket(&mut self) -> Result<i32> {
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
             // A stream that buffers more lets a busy JavaScript thread get
             // larger batches (see READ_BYTES).
-            let (host, child) = crate::pipe::output_pair(READ_BYTES)?;
-            let (reader, control) = crate::pipe::OutputStream::new(host);
-            *self.shared.pipe.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
+            let (host, child) = crate::output_socket::output_pair(READ_BYTES)?;
+            let (reader, control) = crate::output_socket::OutputStream::new(host);
+            *self.shared.socket.lock().unwrap_or_else(|e| e.into_inner()) = Some(control);
             self.start(reader)?;
             let fd = child.as_raw_fd();
-            self.pipe_writer = Some(child);
+            self.child_end = Some(child);
             Ok(fd)
         }
         #[cfg(not(unix))]
         {
             Err(Error::from_reason(
-                "openPipe is only available on Unix; use push().",
+                "openSocket is only available on Unix; use push().",
             ))
         }
     }
 
-    /// Closes this process's copy of the pipe's write end, so that the
-    /// reader sees end of file when the child exits.
+    /// Closes this process's copy of the child's end of the socket pair, so
+    /// that the reader sees end of file when the child exits.
     #[napi(catch_unwind)]
-    pub fn close_pipe_writer(&mut self) {
+    pub fn close_child_end(&mut self) {
         #[cfg(unix)]
         {
-            self.pipe_writer = None;
+            self.child_end = None;
         }
     }
 
@@ -531,22 +531,22 @@ impl StreamReader {
         self.started && self.activity.working()
     }
 
-    /// Pipe mode: stops reading once what the pipe holds now is read (up to
+    /// Socket mode: stops reading once what the socket holds now is read (up to
     /// a few MiB), then ends the stream without its unterminated fragment.
     /// For a backend that has exited while something else still holds its
-    /// pipe open: everything the backend wrote is delivered, and the reader
+    /// socket open: everything the backend wrote is delivered, and the reader
     /// lets go.
     #[napi(catch_unwind)]
     pub fn cut_off(&self) {
         #[cfg(unix)]
-        if let Some(pipe) = self
+        if let Some(socket) = self
             .shared
-            .pipe
+            .socket
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            pipe.cut();
+            socket.cut();
         }
     }
 
@@ -586,7 +586,7 @@ impl StreamReader {
         self.chunks = None;
         #[cfg(unix)]
         {
-            self.pipe_writer = None;
+            self.child_end = None;
         }
         Ok(())
     }

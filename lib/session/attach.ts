@@ -15,6 +15,7 @@ import { EventEmitter } from "node:events";
 import type { Readable } from "node:stream";
 import type { BridgeChildLike } from "../channel";
 import { guardAgainstOrphan, type BackendProcess } from "../spawn/containment";
+import { DEFAULT_EXIT_DRAIN_MS } from "../spawn/start-plan";
 import { ExitTracker } from "../spawn/exit";
 import type { FlowGate } from "../stream/flow";
 import { wireAttached, type LineReaderOptions } from "../wiring";
@@ -128,7 +129,7 @@ function signalOf(value: unknown): string | null {
 /** Attaches the session's callbacks to `source` (see the module's notes). */
 export function attachedBackend(source: AgentProcessLike, options: AttachOptions, flow: FlowGate): OpenBackend {
   return (callbacks) => {
-    const exit = new ExitTracker(options.exitDrainMs ?? 1000, callbacks);
+    const exit = new ExitTracker(options.exitDrainMs ?? DEFAULT_EXIT_DRAIN_MS, callbacks);
     const child: AttachedChild = new AttachedChild(source, () => {
       try {
         source.stdin?.end?.();

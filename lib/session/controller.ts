@@ -23,6 +23,7 @@ import {
   type SessionStartErrorCode,
 } from "../errors";
 import type { BackendProcess } from "../process";
+import { DEFAULT_TERM_GRACE_MS } from "../spawn/start-plan";
 import type { BridgeCommand, BridgeEvent, ConfigEvent, JsonObject } from "../protocol";
 import type { BridgeProcessCallbacks } from "../wiring";
 import { FlowGate } from "../stream/flow";
@@ -176,7 +177,7 @@ export class SessionController<TConfig, TConfigPatch> {
 
   /** After SIGTERM, how long the backend's processes get before SIGKILL. */
   get termGraceMs(): number {
-    return this.options.termGraceMs ?? 500;
+    return this.options.termGraceMs ?? DEFAULT_TERM_GRACE_MS;
   }
 
   private failStartup(

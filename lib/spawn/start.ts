@@ -4,10 +4,10 @@
  * shared by the session and by hosts of the process layer.
  */
 import type { ChildProcess } from "node:child_process";
-import { spawnBridgeProcess, type BridgeProcessOptions, type WithHostChannel } from "../process";
+import { spawnPlanned, type BridgeProcessOptions, type WithHostChannel } from "../process";
 import type { BridgeProcessCallbacks } from "../wiring";
 import { startWarm, type WarmChild, type WarmHooks } from "./warm/index";
-import { warmOptions } from "./warm/options";
+import { resolveStart } from "./start-plan";
 
 /** A started backend: a spawned `ChildProcess`, or a warm one that behaves as such. */
 export type BridgeChild = WithHostChannel<ChildProcess> | WarmChild;
@@ -19,7 +19,7 @@ export type BridgeChild = WithHostChannel<ChildProcess> | WarmChild;
  * "error" }`, the `WarmStartError` of a warm start that cannot be.
  */
 export function startBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks, hooks: WarmHooks = {}): BridgeChild {
-  const warm = warmOptions(options.warm);
-  if (warm === undefined) return spawnBridgeProcess(options, callbacks);
-  return startWarm(options, warm, callbacks, hooks);
+  const plan = resolveStart(options);
+  if (plan.warm === undefined) return spawnPlanned(plan, callbacks);
+  return startWarm(plan, callbacks, hooks);
 }

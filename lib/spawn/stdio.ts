@@ -1,6 +1,6 @@
 /**
  * A backend's stdio on Unix, every channel made here: stdout and stderr are
- * the native readers' socket pairs (`src/pipe.rs`), stdin and the
+ * the native readers' socket pairs (`src/output_socket.rs`), stdin and the
  * supervisor's control channel socket pairs of the addon too. Node's
  * `spawn` only passes the child's ends on (`stdio` as descriptors), so
  * that whatever happens in it, the host holds exactly its own ends
@@ -71,8 +71,8 @@ export class UnixStdio {
     exit.add(this.stdout);
     exit.add(this.stderr);
     try {
-      const stdoutFd = this.stdout.reader.openPipe();
-      const stderrFd = this.stderr.reader.openPipe();
+      const stdoutFd = this.stdout.reader.openSocket();
+      const stderrFd = this.stderr.reader.openSocket();
       this.stdin = socketPair();
       if (supervised) this.control = socketPair();
       if (hostChannel) this.host = socketPair();
@@ -124,8 +124,8 @@ export class UnixStdio {
   }
 
   private releaseChildEnds(): void {
-    this.stdout.reader.closePipeWriter();
-    this.stderr.reader.closePipeWriter();
+    this.stdout.reader.closeChildEnd();
+    this.stderr.reader.closeChildEnd();
     closeQuietly(this.stdin?.child);
     closeQuietly(this.control?.child);
     closeQuietly(this.host?.child);

@@ -21,15 +21,6 @@ fn python_pid(server: &PreforkServer) -> u32 {
     }
 }
 
-/// The children of `pid` (its main thread's: the server is single-threaded).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|pid| pid.parse().unwrap())
-        .collect()
-}
-
 /// SIGCONTs the stopped server however the test ends (a failed assertion
 /// must not leave a stopped process behind).
 struct Stopped(Pid);
@@ -161,13 +152,7 @@ fn what_the_import_wrote_is_kept_for_every_conversation() {
 
 #[test]
 fn a_shared_server_forks_for_every_host_connected_to_it() {
-    let directory = std::env::temp_dir().join(format!("prefork-shared-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).unwrap();
-    let path = directory.join("server.sock");
-    let mut shared = spec("scenario_app:create_backend");
-    shared.listen = Some(path.clone());
-    let owner = PreforkServer::start(&shared, GRACE, None).unwrap();
-    let ready = owner.wait_ready(Some(READY)).unwrap();
+    let (owner, ready, path, directory) = shared_server("scenario_app:create_backend", "shared");
     // Two other hosts (here: two connections) get the same handshake and
     // fork from the same server.
     let guests: Vec<PreforkServer> = (0..2).map(|_| PreforkServer::connect(&path, None).unwrap()).collect();

@@ -65,15 +65,6 @@ fn a_declared_host_channel_reaches_the_fork_at_fd_4_and_an_undeclared_one_does_n
     assert_eq!(talk.end(), Some(Report::Exited(0)));
 }
 
-/// The children of `pid` (the server is single-threaded).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|pid| pid.parse().unwrap())
-        .collect()
-}
-
 /// One raw request on a connection: `says` descriptors in its text,
 /// `sends` sent (each a fresh socket's end; the control socket's host end
 /// is returned).
@@ -100,13 +91,7 @@ fn raw_request(connection: &UnixStream, says: usize, sends: usize) -> UnixStream
 
 #[test]
 fn a_fork_request_with_a_wrong_descriptor_count_is_refused_with_a_diagnostic() {
-    let directory = std::env::temp_dir().join(format!("prefork-count-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).unwrap();
-    let path = directory.join("server.sock");
-    let mut shared = spec("scenario_app:create_backend");
-    shared.listen = Some(path.clone());
-    let owner = PreforkServer::start(&shared, GRACE, None).unwrap();
-    let ready = owner.wait_ready(Some(READY)).unwrap();
+    let (owner, ready, path, directory) = shared_server("scenario_app:create_backend", "count");
     // A host of its own, speaking the protocol by hand.
     let connection = UnixStream::connect(&path).unwrap();
     connection.set_read_timeout(Some(READY)).unwrap();

@@ -27,12 +27,20 @@ use tokio::sync::mpsc;
 /// How long a fork request waits before it is tried again on a full channel.
 const BUSY_RETRY: Duration = Duration::from_millis(10);
 
-/// What to run: `program args…` in `cwd`.
+/// What to run: `program args…` in `cwd`, under `supervisor` when there is
+/// one (the Node package's containment: no descendant outlives the bridge,
+/// even a `setsid` one, even when the bridge is SIGKILLed).
 #[derive(Clone, Debug)]
 pub struct Launch {
     pub program: OsString,
     pub args: Vec<OsString>,
     pub cwd: Option<PathBuf>,
+    /// `process-bridge-supervisor`; `None`: a process group and the
+    /// parent-death signal only (a descendant that leaves the group can
+    /// outlive the bridge).
+    pub supervisor: Option<PathBuf>,
+    /// The supervisor's grace between SIGTERM and SIGKILL.
+    pub term_grace: Duration,
 }
 
 /// How the backend ended.
@@ -84,8 +92,9 @@ pub enum Output {
 pub struct Backend {
     pid: u32,
     frames: std::sync::mpsc::Sender<String>,
-    /// A warm backend's supervisor reaps its group; the bridge does not.
-    warm: bool,
+    /// Under a supervisor (every warm backend, a cold one when the bridge
+    /// has the supervisor): it ends what the backend leaves; the bridge does not.
+    supervised: bool,
     /// The host's end of the host channel (docs/host-channel.md), when the
     /// start declared it: the backend has the other end at fd 4, named in
     /// `AGENTLANE_HOST_CHANNEL_FD`. Taken by whoever serves the channel
@@ -114,13 +123,28 @@ impl Backend {
     /// thread that lives as long as the bridge (on Linux the kernel's
     /// parent-death signal follows the spawning thread).
     pub fn spawn(launch: &Launch, host_channel: bool) -> std::io::Result<(Backend, mpsc::Receiver<Output>)> {
-        let mut command = Command::new(&launch.program);
         let host = host_channel.then(UnixStream::pair).transpose()?;
+        let control = launch.supervisor.is_some().then(UnixStream::pair).transpose()?;
+        let mut command = match &launch.supervisor {
+            Some(supervisor) => {
+                let mut command = Command::new(supervisor);
+                command.arg("--term-grace-ms").arg(launch.term_grace.as_millis().to_string());
+                if host.is_some() {
+                    command.arg("--channel-fd").arg(bridge_launch::channels::HOST.fd.to_string());
+                }
+                command.arg("--").arg(&launch.program);
+                command
+            }
+            None => Command::new(&launch.program),
+        };
         // Exactly stdin, stdout, stderr and the declared channels.
         let mut placement = bridge_launch::place::Placement::new();
         if let Some((_, backend_end)) = &host {
             placement.put(bridge_launch::channels::HOST, backend_end.as_raw_fd());
             command.env(bridge_launch::HOST_CHANNEL_ENV, bridge_launch::channels::HOST.fd.to_string());
+        }
+        if let Some((_, supervisor_end)) = &control {
+            placement.put(bridge_launch::channels::CONTROL, supervisor_end.as_raw_fd());
         }
         placement.install(&mut command);
         command
@@ -132,8 +156,11 @@ impl Backend {
         if let Some(cwd) = &launch.cwd {
             command.current_dir(cwd);
         }
+        // Without a supervisor, the kernel ends the backend with the bridge.
+        // A supervisor must not be SIGKILLed so: it ends the backend's whole
+        // tree itself when its control socket closes (the bridge's death).
         #[cfg(target_os = "linux")]
-        {
+        if control.is_none() {
             let bridge = nix::unistd::getpid();
             // SAFETY: the closure runs in the forked child before exec and
             // only makes two async-signal-safe system calls (prctl, getppid);
@@ -154,6 +181,18 @@ impl Backend {
         let mut child = command.spawn()?;
         // The backend has its end now: the channel's end of file is its.
         let host_channel = host.map(|(host, _)| host);
+        let control = control.map(|(host, _)| host);
+        let pid = match &control {
+            Some(control) => match started(control) {
+                Ok(pid) => pid,
+                Err(error) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(error);
+                }
+            },
+            None => child.id(),
+        };
         let (sender, receiver) = mpsc::channel(4);
         spawn_reader(
             child.stdout.take().expect("piped stdout"),
@@ -166,13 +205,13 @@ impl Backend {
             Forward(sender.clone(), StreamKind::Text),
         )?;
         let frames = spawn_writer(child.stdin.take().expect("piped stdin"))?;
-        let pid = child.id();
-        spawn_waiter(child, sender)?;
+        let supervised = control.is_some();
+        spawn_waiter(child, control, sender)?;
         Ok((
             Backend {
                 pid,
                 frames,
-                warm: false,
+                supervised,
                 host_channel,
             },
             receiver,
@@ -270,7 +309,7 @@ impl Backend {
             Backend {
                 pid,
                 frames,
-                warm: true,
+                supervised: true,
                 host_channel,
             },
             receiver,
@@ -310,7 +349,7 @@ impl Backend {
     /// children get SIGTERM, and SIGKILL if they are still there after
     /// `grace`.
     pub fn reap_group(&self, grace: Duration) {
-        if self.warm || !self.signal_group(Some(Signal::SIGTERM)) {
+        if self.supervised || !self.signal_group(Some(Signal::SIGTERM)) {
             return;
         }
         let until = Instant::now() + grace;
@@ -344,10 +383,26 @@ fn spawn_writer(
     Ok(sender)
 }
 
-fn spawn_waiter(mut child: Child, sender: mpsc::Sender<Output>) -> std::io::Result<()> {
+/// A supervised backend's pid, from its supervisor's first report.
+fn started(control: &UnixStream) -> std::io::Result<u32> {
+    let mut reports = bridge_prefork::Control::new(control.try_clone()?);
+    match reports.next_report()? {
+        Some(Report::Started { pid, .. }) => Ok(pid),
+        Some(Report::Failed { errno, message, .. }) => {
+            Err(std::io::Error::new(std::io::Error::from_raw_os_error(errno).kind(), message))
+        }
+        other => Err(std::io::Error::other(format!("the supervisor ended without a start report ({other:?})"))),
+    }
+}
+
+/// Waits for the child (the backend, or its supervisor, which mirrors the
+/// backend's status) and reports its exit; a supervisor's control socket is
+/// held until then (its end would tell the supervisor to terminate).
+fn spawn_waiter(mut child: Child, control: Option<UnixStream>, sender: mpsc::Sender<Output>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("bridge-wait".into())
         .spawn(move || {
+            let _control = control;
             let status = match child.wait() {
                 Ok(status) => ExitStatus {
                     code: status.code(),

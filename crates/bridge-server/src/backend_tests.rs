@@ -27,6 +27,8 @@ fn launch() -> Launch {
         program: repo().join(".venv/bin/python").into_os_string(),
         args: ["-m", "agentlane_process_bridge", "--app", APP].map(OsString::from).to_vec(),
         cwd: Some(repo().join("tests/e2e/backends")),
+        supervisor: None,
+        term_grace: Duration::from_millis(300),
     }
 }
 
@@ -79,6 +81,12 @@ fn check_undeclared(mut backend: Backend, mut outputs: mpsc::Receiver<Output>) {
     backend.kill();
 }
 
+fn supervisor() -> PathBuf {
+    let supervisor = repo().join("target/quick/process-bridge-supervisor");
+    assert!(supervisor.exists(), "build it: cargo build -p bridge-supervisor --profile quick");
+    supervisor
+}
+
 #[test]
 fn a_cold_backend_gets_the_host_channel_when_declared() {
     let (backend, outputs) = Backend::spawn(&launch(), true).unwrap();
@@ -88,9 +96,17 @@ fn a_cold_backend_gets_the_host_channel_when_declared() {
 }
 
 #[test]
+fn a_supervised_cold_backend_gets_the_host_channel_when_declared() {
+    let launch = Launch { supervisor: Some(supervisor()), ..launch() };
+    let (backend, outputs) = Backend::spawn(&launch, true).unwrap();
+    check_declared(backend, outputs);
+    let (backend, outputs) = Backend::spawn(&launch, false).unwrap();
+    check_undeclared(backend, outputs);
+}
+
+#[test]
 fn a_warm_backend_gets_the_host_channel_when_declared() {
-    let supervisor = repo().join("target/quick/process-bridge-supervisor");
-    assert!(supervisor.exists(), "build it: cargo build -p bridge-supervisor --profile quick");
+    let supervisor = supervisor();
     let launch = launch();
     let args: Vec<String> = launch.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let mut spec = ServerSpec::for_command(launch.program.clone(), &args, supervisor).unwrap();

@@ -120,7 +120,7 @@ impl ServeArgs {
     /// was given (or why there is none), the fallback, the start slots.
     pub fn start_options(&self) -> StartOptions {
         StartOptions {
-            warm: self.warm.then(|| self.warm_supervisor()),
+            warm: self.warm.then(|| self.supervisor()),
             fallback: self.warm_fallback,
             max_concurrent_starts: match self.max_concurrent_starts {
                 Some(0) => None,
@@ -134,7 +134,7 @@ impl ServeArgs {
 
     /// `--supervisor`, else $PROCESS_BRIDGE_SUPERVISOR, else the one beside
     /// this binary, else the one on PATH.
-    fn warm_supervisor(&self) -> Result<PathBuf, String> {
+    fn supervisor(&self) -> Result<PathBuf, String> {
         if let Some(given) = self.supervisor.as_ref().map(|p| from_here(p.as_os_str()).into()) {
             return executable(given, "--supervisor");
         }
@@ -166,6 +166,10 @@ impl ServeArgs {
             program: from_here(&program),
             args,
             cwd: self.project_dir.clone(),
+            // Cold conversations are contained as warm ones when the
+            // supervisor is there (it ships beside this binary).
+            supervisor: self.supervisor().ok(),
+            term_grace: Duration::from_millis(self.grace_ms),
         }
     }
 

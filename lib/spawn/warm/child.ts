@@ -16,7 +16,7 @@ import type { ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import type { WarmStartError } from "../../errors";
-import type { BridgeProcessOptions } from "../../process";
+import type { StartPlan } from "../start-plan";
 import type { BridgeProcessCallbacks } from "../../wiring";
 import { withErrnoCode } from "../spawn-error";
 import { ForkAttempt, SIGNAL_NAMES } from "./fork";
@@ -61,7 +61,7 @@ export class WarmChild extends EventEmitter {
   private done = false;
 
   constructor(
-    private readonly options: BridgeProcessOptions,
+    private readonly plan: StartPlan,
     private readonly callbacks: BridgeProcessCallbacks,
     private readonly hooks: WarmHooks,
     private readonly fallback: "cold" | "error",
@@ -161,7 +161,7 @@ export class WarmChild extends EventEmitter {
     const patienceMs = Math.min(STALL_MS, (this.hooks.readyTimeoutMs ?? Number.POSITIVE_INFINITY) / 2);
     const attempt = new ForkAttempt(
       server,
-      this.options,
+      this.plan,
       this.callbacks,
       this.hooks.onServerEnded,
       {

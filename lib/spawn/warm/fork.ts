@@ -16,7 +16,7 @@
 import { constants } from "node:os";
 import type { Socket } from "node:net";
 import { WarmStartError } from "../../errors";
-import type { BridgeProcessOptions } from "../../process";
+import type { StartPlan } from "../start-plan";
 import type { BridgeProcessCallbacks } from "../../wiring";
 import { Containment, guardAgainstOrphan } from "../containment";
 import { readControl, type ControlStream } from "../control";
@@ -59,20 +59,20 @@ export class ForkAttempt implements PendingFork {
 
   constructor(
     private readonly server: WarmServer,
-    private readonly options: BridgeProcessOptions,
+    private readonly plan: StartPlan,
     callbacks: BridgeProcessCallbacks,
     private readonly onServerEnded: ((message: string) => void) | undefined,
     private readonly events: ForkEvents,
     readonly patienceMs: number,
   ) {
     this.gate = new CallbackGate(callbacks);
-    this.exit = new ExitTracker(options.exitDrainMs ?? 1000, this.gate.callbacks);
+    this.exit = new ExitTracker(plan.exitDrainMs, this.gate.callbacks);
   }
 
   /** Makes the channels and sends (or queues) the request. Throws when the channels cannot be made. */
   begin(): void {
     try {
-      this.stdio = new UnixStdio(this.gate.callbacks, this.options, this.exit, true, this.options.hostChannel === true);
+      this.stdio = new UnixStdio(this.gate.callbacks, this.plan.options, this.exit, true, this.plan.hostChannel);
     } catch (error) {
       this.exit.dispose();
       throw error;
@@ -84,8 +84,7 @@ export class ForkAttempt implements PendingFork {
   /** `PendingFork`: the request goes now, or the server says why not. */
   send(): { code: string; message: string } | null {
     const ends = this.stdio!.childEnds;
-    const grace = Math.max(0, Math.round(this.options.termGraceMs ?? 500));
-    const refusal = this.server.native.fork(ends.stdin, ends.stdout, ends.stderr, ends.control!, ends.host ?? null, grace);
+    const refusal = this.server.native.fork(ends.stdin, ends.stdout, ends.stderr, ends.control!, ends.host ?? null, this.plan.termGraceWholeMs);
     if (refusal === null) this.sent();
     return refusal;
   }
@@ -120,7 +119,7 @@ export class ForkAttempt implements PendingFork {
 
   /** The request is on its way: the host keeps its own ends, and reads the control socket. */
   private sent(): void {
-    const { options, server } = this;
+    const { plan, server } = this;
     const adopted = this.stdio!.adopt(true);
     this.stdinSocket = adopted.stdin!;
     this.hostSocket = adopted.hostChannel;
@@ -146,7 +145,7 @@ export class ForkAttempt implements PendingFork {
     };
     const containment = new Containment(supervisor, "supervised", "warm");
     this.conversationEnded = server.conversationStarted(() => containment.signal("SIGKILL"));
-    this.releaseGuard = options.killOnHostExit ?? true ? guardAgainstOrphan(containment) : () => {};
+    this.releaseGuard = plan.killOnHostExit ? guardAgainstOrphan(containment) : () => {};
     this.exit.await("control");
     const controlEnded = this.exit.streamEnded("control");
     let failure: WarmStartError | undefined;

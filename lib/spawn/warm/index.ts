@@ -6,11 +6,11 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { WarmStartError } from "../../errors";
-import { checkMilliseconds, checkProcessOptions } from "../../options";
-import { resolveBackendSpec, spawnBridgeProcess, type BackendSpec, type BridgeProcessOptions } from "../../process";
+import { checkMilliseconds } from "../../options";
+import { resolveBackendSpec, spawnPlanned, type BackendSpec, type BridgeProcessOptions } from "../../process";
+import { coldPlan, type StartPlan } from "../start-plan";
 import type { BridgeProcessCallbacks } from "../../wiring";
 import { WarmChild, type WarmHooks } from "./child";
-import type { WarmOptions } from "./options";
 import { planServer } from "./plan";
 import { closeWarmServers, DEFAULT_PREWARM_TIMEOUT_MS, prewarmServer, serverFor, type FoundServer } from "./registry";
 import type { WarmServerInfo } from "./server";
@@ -27,33 +27,29 @@ export { closeWarmServers, shareWarmServer, WarmChild, type SharedWarmServer, ty
  * app, a server that stops serving) comes the same way, later
  * (`onSpawnError`, then `onExit`).
  */
-export function startWarm(
-  options: BridgeProcessOptions,
-  warm: Required<WarmOptions>,
-  callbacks: BridgeProcessCallbacks,
-  hooks: WarmHooks,
-): ChildProcess | WarmChild {
-  checkProcessOptions(options);
-  const cold = () => spawnBridgeProcess({ ...options, warm: false }, callbacks);
-  const child = new WarmChild(options, callbacks, hooks, warm.fallback, cold);
+export function startWarm(plan: StartPlan, callbacks: BridgeProcessCallbacks, hooks: WarmHooks): ChildProcess | WarmChild {
+  const { options } = plan;
+  const warm = plan.warm!;
+  const cold = () => spawnPlanned(coldPlan(plan), callbacks);
+  const child = new WarmChild(plan, callbacks, hooks, warm.fallback, cold);
   const unavailable = (error: WarmStartError) => {
     if (warm.fallback === "error") throw error;
     child.fallBack(error);
     return child;
   };
-  const plan = planServer(options);
-  if (plan instanceof WarmStartError) return unavailable(plan);
+  const serverPlan = planServer(options);
+  if (serverPlan instanceof WarmStartError) return unavailable(serverPlan);
   let found: FoundServer;
   try {
-    found = serverFor(plan, warm.idleMs, options.termGraceMs ?? 500);
+    found = serverFor(serverPlan, warm.idleMs, plan.termGraceMs);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    return unavailable(new WarmStartError(`The prefork server for ${plan.app} could not be started: ${message}`, "server-failed"));
+    return unavailable(new WarmStartError(`The prefork server for ${serverPlan.app} could not be started: ${message}`, "server-failed"));
   }
   const { server, difference } = found;
   if (difference !== undefined) {
     hooks.onNewServer?.(
-      `A new prefork server for ${plan.app} starts for this conversation (a new import of the app): one already runs for it, with a different key: ${difference}. ` +
+      `A new prefork server for ${serverPlan.app} starts for this conversation (a new import of the app): one already runs for it, with a different key: ${difference}. ` +
         "A server serves the specs with the same interpreter, app, cwd and environment (all of process.env when the spec has no env): give env explicitly to share one.",
     );
   }

@@ -6,7 +6,8 @@
  */
 import { WarmStartError } from "../../errors";
 import type { BridgeProcessOptions } from "../../process";
-import { DEFAULT_IDLE_MS, warmOptions } from "./options";
+import { resolveStart } from "../start-plan";
+import { DEFAULT_IDLE_MS } from "./options";
 import { keyDifference, planServer, type ServerPlan } from "./plan";
 import { WarmServer, type WarmServerInfo } from "./server";
 import { sharedServerFor } from "./shared-env";
@@ -108,7 +109,8 @@ export function prewarmServer(options: BridgeProcessOptions, timeoutMs: number):
   if (plan instanceof WarmStartError) return Promise.reject(plan);
   let found: FoundServer;
   try {
-    found = serverFor(plan, warmOptions(options.warm)?.idleMs ?? DEFAULT_IDLE_MS, options.termGraceMs ?? 500);
+    const start = resolveStart(options);
+    found = serverFor(plan, start.warm?.idleMs ?? DEFAULT_IDLE_MS, start.termGraceMs);
   } catch (error) {
     return Promise.reject(error);
   }

@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { WarmStartError } from "../../errors";
 import { resolveBackendSpec, type BackendSpec, type BridgeProcessOptions } from "../../process";
+import { DEFAULT_TERM_GRACE_MS } from "../start-plan";
 import { planServer } from "./plan";
 import { DEFAULT_PREWARM_TIMEOUT_MS, settled, startShared } from "./registry";
 import type { WarmServer, WarmServerInfo } from "./server";
@@ -51,7 +52,7 @@ export async function shareWarmServer(backend: BackendSpec, options: { timeoutMs
   const socket = join(directory, "server.sock");
   let server: WarmServer;
   try {
-    server = startShared(plan, spec.termGraceMs ?? 500, socket);
+    server = startShared(plan, spec.termGraceMs ?? DEFAULT_TERM_GRACE_MS, socket);
   } catch (error) {
     rmSync(directory, { recursive: true, force: true });
     throw error;

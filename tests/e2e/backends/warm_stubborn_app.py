@@ -7,7 +7,8 @@ grandchild that ignores them too and has left the process group
 exit waits for it for ever, so neither ``shutdown`` nor stdin's end ends
 it). It reports the pids on stderr: ``stubborn pids <backend> <parent>
 <grandchild>``, then serves the scenario backend. Only SIGKILL ends it.
-Cold, it is just as stubborn.
+Cold, it is just as stubborn. ``create_tree_backend`` also starts a plain
+grandchild (in the backend's process group).
 """
 
 import os
@@ -33,16 +34,35 @@ def _forever():
         time.sleep(1)
 
 
-def create_backend():
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    grandchild = subprocess.Popen(
+def _grandchild(own_session):
+    return subprocess.Popen(
         [sys.executable, "-c", _IGNORE_ALL],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        start_new_session=own_session,
     )
+
+
+def _stubborn(plain_too):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    plain = _grandchild(False) if plain_too else None
+    grandchild = _grandchild(True)
     threading.Thread(target=_forever, name="never-ends", daemon=False).start()
-    print(f"stubborn pids {os.getpid()} {os.getppid()} {grandchild.pid}", file=sys.stderr, flush=True)
+    if plain is not None:
+        print(f"stubborn tree {os.getpid()} {plain.pid} {grandchild.pid}", file=sys.stderr, flush=True)
+    else:
+        print(f"stubborn pids {os.getpid()} {os.getppid()} {grandchild.pid}", file=sys.stderr, flush=True)
     return scenario_app.create_backend()
+
+
+def create_backend():
+    return _stubborn(plain_too=False)
+
+
+def create_tree_backend():
+    """As ``create_backend``, with a plain grandchild too (in the backend's
+    process group): the bridge's containment tests (issue 32). It says
+    ``stubborn tree <backend> <plain> <setsid>`` on stderr."""
+    return _stubborn(plain_too=True)

@@ -10,7 +10,7 @@
 //! that say so.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -38,8 +37,6 @@ mod watcher;
 const LOG_LINES: usize = 40;
 /// Longer log lines are cut to this many bytes.
 const LOG_LINE_BYTES: usize = 2000;
-/// The supervisor's control descriptor in the server's supervisor.
-const CONTROL_FD: i32 = bridge_launch::channels::CONTROL.fd;
 
 /// What the watcher thread tells an observer, in this order: `Ready` or
 /// `Failed` once, `Gone` once, then `Exited` once.
@@ -181,13 +178,6 @@ impl PreforkServer {
         let (channel, server_channel) = UnixStream::pair()?;
         let (log, log_writer) = std::io::pipe()?;
         let (control, supervisor_control) = UnixStream::pair()?;
-        // Above fd 3, so that placing it there in the child is a real dup2
-        // (which clears FD_CLOEXEC on the copy), and no higher than needed:
-        // a low descriptor limit must not fail it.
-        let raw = fcntl(&supervisor_control, FcntlArg::F_DUPFD_CLOEXEC(CONTROL_FD + 1))?;
-        // SAFETY: F_DUPFD_CLOEXEC has just made `raw`, and nothing else owns it.
-        let supervisor_control = unsafe { OwnedFd::from_raw_fd(raw) };
-        let raw_control = supervisor_control.as_raw_fd();
 
         let (program, args) = spec.command_line(term_grace);
         let mut command = Command::new(program);
@@ -202,12 +192,15 @@ impl PreforkServer {
         if let Some(env) = &spec.env {
             command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
         }
-        // SAFETY: between fork and exec only async-signal-safe calls run:
-        // dup2 (which clears FD_CLOEXEC on the copy) and setsid. `raw_control`
-        // stays open in the parent until spawn returns.
+        // The launch layer places the control socket at its number (and
+        // nothing else beyond stdio), at any descriptor limit.
+        let mut placement = bridge_launch::place::Placement::new();
+        placement.put(bridge_launch::channels::CONTROL, supervisor_control.as_raw_fd());
+        placement.install(&mut command);
+        // SAFETY: between fork and exec only setsid runs (async-signal-safe).
         unsafe {
-            command.pre_exec(move || {
-                if nix::libc::dup2(raw_control, CONTROL_FD) < 0 || nix::libc::setsid() < 0 {
+            command.pre_exec(|| {
+                if nix::libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

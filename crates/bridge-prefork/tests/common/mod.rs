@@ -65,6 +65,29 @@ pub fn started(app: &str) -> PreforkServer {
     server
 }
 
+/// A shared server (docs/prefork.md §7) of `app`, ready, listening in a
+/// folder of its own named after `name`: the server, its handshake, the
+/// socket's path and the folder (the caller removes it).
+pub fn shared_server(app: &str, name: &str) -> (PreforkServer, bridge_prefork::Ready, PathBuf, PathBuf) {
+    let directory = std::env::temp_dir().join(format!("prefork-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join("server.sock");
+    let mut shared = spec(app);
+    shared.listen = Some(path.clone());
+    let owner = PreforkServer::start(&shared, GRACE, None).unwrap();
+    let ready = owner.wait_ready(Some(READY)).unwrap();
+    (owner, ready, path, directory)
+}
+
+/// The children of `pid` (its main thread's: the server is single-threaded).
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|pid| pid.parse().unwrap())
+        .collect()
+}
+
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
