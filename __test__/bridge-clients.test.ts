@@ -85,6 +85,7 @@ const goLibraryTests = [
   "TestABridgeRestartLosesNoCommittedTurn",
   "TestSnapshotsRefusedAndRequired",
   "TestSnapshotsThroughCancelAndDivergingResumes",
+  "TestDefaultConversationToolsFromAFile",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

@@ -249,3 +249,15 @@ func (r *RunStream) ToolCalls() []ToolResult {
 	defer r.mu.Unlock()
 	return append([]ToolResult(nil), r.tools...)
 }
+
+// WithTools is this conversation with handlers for its tools' calls: for
+// the default conversation, whose tools the bridge was given with
+// `--tools FILE` (Options.ExtraArgs), or a conversation another client
+// created with tools. The handlers serve the runs of the returned value.
+func (c *Conversation) WithTools(tools ...Tool) *Conversation {
+	byName := make(map[string]Tool, len(tools))
+	for _, tool := range tools {
+		byName[tool.Name] = tool
+	}
+	return &Conversation{bridge: c.bridge, id: c.id, info: c.info, tools: byName, store: c.store, storeKey: c.storeKey}
+}

@@ -324,3 +324,27 @@ func TestAFactoryWithoutTheModuleIsRefused(t *testing.T) {
 		t.Fatalf("message %q", e.Message)
 	}
 }
+
+// The default conversation's tools, from `--tools FILE`.
+func TestDefaultConversationToolsFromAFile(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "tools.json")
+	declared := `[{"name":"lookup","description":"Looks a customer up by id.","input_schema":` + lookupSchema + `,"timeout_ms":5000}]`
+	if err := os.WriteFile(file, []byte(declared), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := hostToolsOptions()
+	opts.ExtraArgs = []string{"--tools", file}
+	b := start(t, opts)
+	ctx := within(t, 60*time.Second)
+	conv := b.Default().WithTools(lookupTool(func(_ context.Context, call agentlane.ToolCall) (interface{}, error) {
+		return "from the file's tool (" + call.Timeout.String() + ")", nil
+	}))
+	result, err := conv.Run(ctx, calls(t, customer("c-1")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if result.FinalText() != "Results: from the file's tool (5s)" {
+		t.Fatalf("final %q", result.FinalText())
+	}
+}
