@@ -34,11 +34,12 @@ interface ToolOutcome {
 async function tools(
   bridge: Bridge,
   prompt: string,
-  options: { conversations?: number; behaviour?: string; dropOnCall?: boolean } = {},
+  options: { conversations?: number; behaviour?: string; dropOnCall?: boolean; cancelOnCall?: boolean } = {},
 ): Promise<ToolOutcome[]> {
   const args = [stdlibClient, "tools", "--url", bridge.info.url, "--token-file", bridge.info.tokenFile, "--prompt", prompt];
   args.push("--conversations", String(options.conversations ?? 1), "--behaviour", options.behaviour ?? "answer");
   if (options.dropOnCall) args.push("--drop-on-call");
+  if (options.cancelOnCall) args.push("--cancel-on-call");
   const { stdout } = await run("python3", args, { maxBuffer: 64 * 1024 * 1024, timeout: 120_000 });
   return stdout.trim().split("\n").map((line) => JSON.parse(line));
 }
@@ -120,6 +121,15 @@ describe("host tools through the bridge: ends of a call", () => {
     const [call] = toolCalls(outcome);
     expect(call.timeoutMs).toBe(500);
     expect(outcome.items.find((item) => item.toolCallEnded)?.toolCallEnded).toEqual({ id: call.id, conversationId: outcome.conversation, reason: "timeout" });
+  }, 60_000);
+
+  it("a cancel while a call is pending: the run ends cancelled and the call is no longer pending", async () => {
+    const [outcome] = await tools(bridge, lookups("c-6"), { behaviour: "hang", cancelOnCall: true });
+    expect(terminal(outcome).type).toBe("run_cancelled");
+    const [call] = toolCalls(outcome);
+    expect(outcome.answers).toEqual([]);
+    const late = await run("python3", [stdlibClient, "call", "--url", bridge.info.url, "--token-file", bridge.info.tokenFile, "--method", "agentlane.bridge.v1.AgentService/AnswerToolCall", "--body", JSON.stringify({ id: call.id, resultJson: '"late"' })]);
+    expect(JSON.parse(late.stdout)[0].status).toBe(404);
   }, 60_000);
 
   it("an owner that drops its Prompt stream with a call pending: host-unavailable, the run cancelled, nothing left waiting", async () => {
