@@ -270,6 +270,24 @@ func TestHostToolsThroughTheBridge(t *testing.T) {
 		}
 	})
 
+	t.Run("a 20 MB result reaches the backend", func(t *testing.T) {
+		big := strings.Repeat("0123456789abcdef", 20_000_000/16)
+		c := create(t, b, agentlane.ConversationOptions{ToolTimeout: 10 * time.Second, Tools: []agentlane.Tool{lookupTool(func(context.Context, agentlane.ToolCall) (interface{}, error) {
+			return big, nil
+		})}})
+		result, err := c.Run(ctx, calls(t, customer("c-2")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The scripted model summarises a long result: its length and hash.
+		if !strings.HasPrefix(result.FinalText(), "Results: 20000000 chars sha256:") {
+			t.Fatalf("final %q, calls %+v", result.FinalText(), result.ToolCalls[0].AnswerErr)
+		}
+		if len(result.ToolCalls) != 1 || result.ToolCalls[0].AnswerErr != nil {
+			t.Fatalf("tool calls %+v", result.ToolCalls)
+		}
+	})
+
 	t.Run("arguments that fail the schema never reach the handler", func(t *testing.T) {
 		called := false
 		c := create(t, b, agentlane.ConversationOptions{Tools: []agentlane.Tool{lookupTool(func(context.Context, agentlane.ToolCall) (interface{}, error) {
