@@ -16,8 +16,7 @@ use crate::proto::agentlane::bridge::v1::__buffa::oneof::prompt_response::Item;
 
 /// The tool the check declares.
 pub const TOOL: &str = "lookup";
-const SCHEMA: &str =
-    r#"{"type":"object","properties":{"customer_id":{"type":"string"}},"required":["customer_id"]}"#;
+const SCHEMA: &str = r#"{"type":"object","properties":{"customer_id":{"type":"string"}},"required":["customer_id"]}"#;
 
 /// What the check's tool answers for a customer id.
 fn answer_for(customer_id: &str) -> String {
@@ -50,7 +49,11 @@ pub async fn step3(
         })
         .await;
     let conversation = match created {
-        Ok(answer) => answer.into_owned().conversation.into_option().ok_or("CreateConversation named no conversation")?,
+        Ok(answer) => answer
+            .into_owned()
+            .conversation
+            .into_option()
+            .ok_or("CreateConversation named no conversation")?,
         Err(error) if error.code == ErrorCode::FailedPrecondition => {
             return Ok(Outcome::NotTaken(error.message.unwrap_or_default()))
         }
@@ -78,21 +81,29 @@ pub async fn step3(
             Some(Item::ToolCall(call)) => {
                 let arguments: Value = serde_json::from_str(&call.arguments_json)
                     .map_err(|e| format!("the tool call's arguments: {e}"))?;
-                let customer = arguments["customer_id"].as_str().unwrap_or_default().to_owned();
+                let customer = arguments["customer_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
                 let answer = answer_for(&customer);
                 expected.push(answer.clone());
                 let agent = clone(agent);
                 let request = pb::AnswerToolCallRequest {
                     id: call.id.clone(),
-                    answer: Some(pb::__buffa::oneof::answer_tool_call_request::Answer::ResultJson(
-                        Value::String(answer).to_string(),
-                    )),
+                    answer: Some(
+                        pb::__buffa::oneof::answer_tool_call_request::Answer::ResultJson(
+                            Value::String(answer).to_string(),
+                        ),
+                    ),
                     ..Default::default()
                 };
-                answers.push(tokio::spawn(async move { agent.answer_tool_call(request).await.map(|_| ()) }));
+                answers.push(tokio::spawn(async move {
+                    agent.answer_tool_call(request).await.map(|_| ())
+                }));
             }
             Some(Item::Event(event)) => {
-                let json: Value = serde_json::from_str(&event.json).map_err(|e| format!("event {}: {e}", event.seq))?;
+                let json: Value = serde_json::from_str(&event.json)
+                    .map_err(|e| format!("event {}: {e}", event.seq))?;
                 let record = &json["event"];
                 if event.r#type == "run_event" && record["type"] == "tool_approval" {
                     let approval = &record["payload"]["event"]["record"];
@@ -103,15 +114,23 @@ pub async fn step3(
                             allowed: true,
                             ..Default::default()
                         };
-                        answers.push(tokio::spawn(async move { agent.approve(request).await.map(|_| ()) }));
+                        answers.push(tokio::spawn(async move {
+                            agent.approve(request).await.map(|_| ())
+                        }));
                     }
                 }
-                if matches!(event.r#type.as_str(), "run_complete" | "run_cancelled" | "error") {
+                if matches!(
+                    event.r#type.as_str(),
+                    "run_complete" | "run_cancelled" | "error"
+                ) {
                     terminal = Some(json);
                 }
             }
             Some(Item::InvalidLine(invalid)) => {
-                return Err(format!("the backend wrote an invalid line: {}", invalid.message))
+                return Err(format!(
+                    "the backend wrote an invalid line: {}",
+                    invalid.message
+                ))
             }
             _ => {}
         }
@@ -137,8 +156,14 @@ pub async fn step3(
             "the agent did not call the host's tool {TOOL:?}; step 3 needs an app whose agent calls it for --tool-prompt"
         ));
     }
-    let final_output = terminal["final_output"].as_str().unwrap_or_default().to_owned();
-    if let Some(missing) = expected.iter().find(|answer| !final_output.contains(answer.as_str())) {
+    let final_output = terminal["final_output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(missing) = expected
+        .iter()
+        .find(|answer| !final_output.contains(answer.as_str()))
+    {
         return Err(format!(
             "the final answer {final_output:?} does not carry the tool's result {missing:?}"
         ));

@@ -24,7 +24,16 @@ pub trait SideForm: buffa::Message + Serialize + Sized {
 }
 
 fn tool_call(side: &Side) -> Option<pb::ToolCall> {
-    let Side::ToolCall { id, conversation_id, name, arguments, tool_call_id, run_id, timeout_ms } = side else {
+    let Side::ToolCall {
+        id,
+        conversation_id,
+        name,
+        arguments,
+        tool_call_id,
+        run_id,
+        timeout_ms,
+    } = side
+    else {
         return None;
     };
     Some(pb::ToolCall {
@@ -40,7 +49,14 @@ fn tool_call(side: &Side) -> Option<pb::ToolCall> {
 }
 
 fn tool_call_ended(side: &Side) -> Option<pb::ToolCallEnded> {
-    let Side::ToolCallEnded { id, conversation_id, reason } = side else { return None };
+    let Side::ToolCallEnded {
+        id,
+        conversation_id,
+        reason,
+    } = side
+    else {
+        return None;
+    };
     Some(pb::ToolCallEnded {
         id: id.clone(),
         conversation_id: conversation_id.clone(),
@@ -50,7 +66,11 @@ fn tool_call_ended(side: &Side) -> Option<pb::ToolCallEnded> {
 }
 
 /// A snapshot as the generated message (also `GetSnapshot`'s answer).
-pub fn snapshot_message(conversation_id: &str, json: &str, revision: u64) -> pb::ConversationSnapshot {
+pub fn snapshot_message(
+    conversation_id: &str,
+    json: &str,
+    revision: u64,
+) -> pb::ConversationSnapshot {
     pb::ConversationSnapshot {
         conversation_id: conversation_id.into(),
         json: json.into(),
@@ -66,10 +86,14 @@ macro_rules! side_form {
                 use pb::__buffa::oneof::$case::Item as Case;
                 let case = match side {
                     Side::ToolCall { .. } => Case::from(tool_call(side).expect("a tool call")),
-                    Side::ToolCallEnded { .. } => Case::from(tool_call_ended(side).expect("an end")),
-                    Side::Snapshot { conversation_id, json, revision } => {
-                        Case::from(snapshot_message(conversation_id, json, *revision))
+                    Side::ToolCallEnded { .. } => {
+                        Case::from(tool_call_ended(side).expect("an end"))
                     }
+                    Side::Snapshot {
+                        conversation_id,
+                        json,
+                        revision,
+                    } => Case::from(snapshot_message(conversation_id, json, *revision)),
                 };
                 Self {
                     item: Some(case),
@@ -82,7 +106,6 @@ macro_rules! side_form {
 
 side_form!(pb::PromptResponse, prompt_response);
 side_form!(pb::SubscribeResponse, subscribe_response);
-
 
 #[cfg(test)]
 mod tests {
@@ -116,13 +139,19 @@ mod tests {
         for side in &items {
             let want = pb::SubscribeResponse::side(side);
             let proto = pb::SubscribeResponse::encode_side(side, CodecFormat::Proto).unwrap();
-            assert_eq!(pb::SubscribeResponse::decode_from_slice(&proto).unwrap(), want);
+            assert_eq!(
+                pb::SubscribeResponse::decode_from_slice(&proto).unwrap(),
+                want
+            );
             let json = pb::PromptResponse::encode_side(side, CodecFormat::Json).unwrap();
             let decoded: pb::PromptResponse = serde_json::from_slice(&json).unwrap();
             assert_eq!(decoded, pb::PromptResponse::side(side));
         }
         let json = pb::PromptResponse::encode_side(&items[0], CodecFormat::Json).unwrap();
         let text = std::str::from_utf8(&json).unwrap();
-        assert!(text.contains(r#""toolCall":{"#) && text.contains(r#""argumentsJson":"#), "{text}");
+        assert!(
+            text.contains(r#""toolCall":{"#) && text.contains(r#""argumentsJson":"#),
+            "{text}"
+        );
     }
 }

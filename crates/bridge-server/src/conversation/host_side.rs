@@ -113,7 +113,11 @@ fn reason_name(reason: AbortReason) -> &'static str {
 impl Conversation {
     /// Puts the host side in place and starts its threads on `socket` (the
     /// bridge's end of the backend's channel).
-    pub fn attach_host_channel(self: &Arc<Self>, plan: HostPlan, socket: UnixStream) -> std::io::Result<()> {
+    pub fn attach_host_channel(
+        self: &Arc<Self>,
+        plan: HostPlan,
+        socket: UnixStream,
+    ) -> std::io::Result<()> {
         let writer = spawn_writer(socket.try_clone()?)?;
         {
             let mut s = self.lock();
@@ -138,10 +142,16 @@ impl Conversation {
     }
 
     /// `AnswerToolCall`: `own_id` is the call's id without its conversation.
-    pub fn answer_tool_call(self: &Arc<Self>, own_id: &str, answer: Answer) -> Result<(), ConnectError> {
+    pub fn answer_tool_call(
+        self: &Arc<Self>,
+        own_id: &str,
+        answer: Answer,
+    ) -> Result<(), ConnectError> {
         let mut s = self.lock();
         let Some(host) = s.host.as_mut() else {
-            return Err(ConnectError::not_found("this conversation has no tools (none were declared at CreateConversation)"));
+            return Err(ConnectError::not_found(
+                "this conversation has no tools (none were declared at CreateConversation)",
+            ));
         };
         let not_pending = || {
             ConnectError::not_found(format!(
@@ -150,7 +160,10 @@ impl Conversation {
         };
         let open = host.calls.remove(own_id).ok_or_else(not_pending)?;
         host.by_call.remove(&open.call);
-        let outputs = host.channel.answer(open.call, answer).map_err(|_| not_pending())?;
+        let outputs = host
+            .channel
+            .answer(open.call, answer)
+            .map_err(|_| not_pending())?;
         self.apply_host(&mut s, outputs);
         Ok(())
     }
@@ -215,7 +228,8 @@ impl Conversation {
     /// A side item to every subscriber and, while a run streams, its
     /// `Prompt` stream.
     fn publish(self: &Arc<Self>, s: &mut State, item: Arc<Side>) {
-        s.subscribers.retain(|outlet| outlet.push(Out::Side(item.clone())));
+        s.subscribers
+            .retain(|outlet| outlet.push(Out::Side(item.clone())));
         let mut lost = false;
         if let Some(run) = &s.run {
             if let Some(outlet) = &run.outlet {
@@ -252,10 +266,13 @@ impl Conversation {
                     }
                 }
                 Output::Request { call, request } => match request {
-                    Request::CallTool(tool_call) => self.on_tool_call(s, call, tool_call, &mut queue),
+                    Request::CallTool(tool_call) => {
+                        self.on_tool_call(s, call, tool_call, &mut queue)
+                    }
                     Request::StoreLoad => {
                         host.loaded = true;
-                        let answer = Answer::loaded(host.snapshot.as_ref().map(|snap| snap.json.as_str()));
+                        let answer =
+                            Answer::loaded(host.snapshot.as_ref().map(|snap| snap.json.as_str()));
                         queue.extend(host.channel.answer(call, answer).unwrap_or_default());
                     }
                     Request::StoreSave(save) => {
@@ -285,13 +302,24 @@ impl Conversation {
         }
     }
 
-    fn on_tool_call(self: &Arc<Self>, s: &mut State, call: CallId, tool_call: ToolCall, queue: &mut VecDeque<Output>) {
-        let owner = s.run.as_ref().filter(|run| run.outlet.is_some()).map(|run| run.ticket);
+    fn on_tool_call(
+        self: &Arc<Self>,
+        s: &mut State,
+        call: CallId,
+        tool_call: ToolCall,
+        queue: &mut VecDeque<Output>,
+    ) {
+        let owner = s
+            .run
+            .as_ref()
+            .filter(|run| run.outlet.is_some())
+            .map(|run| run.ticket);
         let host = s.host.as_mut().expect("checked by the caller");
         if owner.is_none() {
             let answer = Answer::Error {
                 kind: ReplyErrorKind::HostUnavailable,
-                message: "No client is streaming this run, so nobody can answer the tool call.".into(),
+                message: "No client is streaming this run, so nobody can answer the tool call."
+                    .into(),
             };
             queue.extend(host.channel.answer(call, answer).unwrap_or_default());
             return;
@@ -343,7 +371,9 @@ fn save_answer(host: &mut HostSide, save: &StoreSave) -> (Answer, Option<Snapsho
 /// read timeout is the next deadline of a pending call.
 fn read_channel(conversation: Weak<Conversation>, mut socket: UnixStream) {
     let mut framer = {
-        let Some(c) = conversation.upgrade() else { return };
+        let Some(c) = conversation.upgrade() else {
+            return;
+        };
         let s = c.lock();
         match &s.host {
             Some(host) => host.channel.framer(),
@@ -353,16 +383,25 @@ fn read_channel(conversation: Weak<Conversation>, mut socket: UnixStream) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         let deadline = {
-            let Some(c) = conversation.upgrade() else { return };
+            let Some(c) = conversation.upgrade() else {
+                return;
+            };
             let s = c.lock();
-            s.host.as_ref().and_then(|host| host.channel.next_deadline())
+            s.host
+                .as_ref()
+                .and_then(|host| host.channel.next_deadline())
         };
-        let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+        let wait = deadline.map(|d| {
+            d.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        });
         if socket.set_read_timeout(wait).is_err() {
             break;
         }
         let read = socket.read(&mut buffer);
-        let Some(c) = conversation.upgrade() else { return };
+        let Some(c) = conversation.upgrade() else {
+            return;
+        };
         let mut s = c.lock();
         let now = Instant::now();
         let outputs = match read {
@@ -371,9 +410,17 @@ fn read_channel(conversation: Weak<Conversation>, mut socket: UnixStream) {
                 let mut frames = Vec::new();
                 framer.push(&buffer[..n], |frame| frames.push(frame));
                 let Some(host) = s.host.as_mut() else { return };
-                frames.into_iter().flat_map(|frame| host.channel.on_frame(frame, now)).collect()
+                frames
+                    .into_iter()
+                    .flat_map(|frame| host.channel.on_frame(frame, now))
+                    .collect()
             }
-            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
                 let Some(host) = s.host.as_mut() else { return };
                 host.channel.expire(now)
             }

@@ -52,7 +52,10 @@ impl HostRequest {
         for tool in &self.tools {
             let schema = match &tool.input_schema {
                 Value::String(text) => serde_json::from_str(text).map_err(|e| {
-                    ConnectError::invalid_argument(format!("tool {:?}: input_schema_json is not JSON: {e}", tool.name))
+                    ConnectError::invalid_argument(format!(
+                        "tool {:?}: input_schema_json is not JSON: {e}",
+                        tool.name
+                    ))
                 })?,
                 other => other.clone(),
             };
@@ -73,7 +76,11 @@ impl HostRequest {
             ..ChannelOptions::default()
         })
         .map_err(|error| ConnectError::invalid_argument(error.to_string()))?;
-        let resume = self.resume_json.as_deref().map(check_snapshot).transpose()?;
+        let resume = self
+            .resume_json
+            .as_deref()
+            .map(check_snapshot)
+            .transpose()?;
         Ok(HostPlan {
             channel,
             timeouts,
@@ -85,7 +92,9 @@ impl HostRequest {
 }
 
 fn refused(field: &str, why: &str) -> ConnectError {
-    ConnectError::invalid_argument(format!("resume_json refused (snapshot-corrupted): {field} {why}"))
+    ConnectError::invalid_argument(format!(
+        "resume_json refused (snapshot-corrupted): {field} {why}"
+    ))
 }
 
 /// A snapshot the backend can load: agentlane's `AgentSnapshot` of schema
@@ -93,8 +102,8 @@ fn refused(field: &str, why: &str) -> ConnectError {
 /// Refused before anything starts: a corrupted document, or one of
 /// another version.
 pub fn check_snapshot(text: &str) -> Result<Snapshot, ConnectError> {
-    let document: Value =
-        serde_json::from_str(text).map_err(|e| refused("the document", &format!("is not JSON: {e}")))?;
+    let document: Value = serde_json::from_str(text)
+        .map_err(|e| refused("the document", &format!("is not JSON: {e}")))?;
     let Some(object) = document.as_object() else {
         return Err(refused("the document", "must be a JSON object"));
     };
@@ -107,8 +116,12 @@ pub fn check_snapshot(text: &str) -> Result<Snapshot, ConnectError> {
         }
         None => return Err(refused("schema_version", "must be a whole number")),
     }
-    let agent = object.get("agent_id").and_then(Value::as_object);
-    if !agent.is_some_and(|a| a.get("type").and_then(Value::as_str).is_some_and(|t| !t.is_empty())) {
+    let agent_type = object
+        .get("agent_id")
+        .and_then(Value::as_object)
+        .and_then(|agent| agent.get("type"))
+        .and_then(Value::as_str);
+    if agent_type.is_none_or(str::is_empty) {
         return Err(refused("agent_id.type", "must be a non-empty string"));
     }
     let Some(revision) = object.get("revision").and_then(Value::as_u64) else {
@@ -127,8 +140,12 @@ pub fn check_snapshot(text: &str) -> Result<Snapshot, ConnectError> {
 /// `--tools FILE`: a JSON array of `{name, description, input_schema,
 /// timeout_ms}`.
 pub fn read_tools_file(path: &std::path::Path) -> Result<Vec<ToolDeclaration>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read --tools {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read --tools {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| {
-        format!("--tools {}: not a JSON array of {{name, description, input_schema, timeout_ms}}: {e}", path.display())
+        format!(
+            "--tools {}: not a JSON array of {{name, description, input_schema, timeout_ms}}: {e}",
+            path.display()
+        )
     })
 }
