@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { closeWarmServers, startBridgeProcess, type BridgeChild, type BridgeEvent, type BridgeProcessOptions } from "../lib/index";
+import { closeWarmServers, spawnBridgeProcess, startBridgeProcess, type BridgeChild, type BridgeEvent, type BridgeProcessOptions } from "../lib/index";
 import { native } from "../lib/native";
 import { CHANNEL_FD, HOST_CHANNEL_ENV, stdioByChannel } from "../lib/spawn/channels";
 import { repoRoot } from "./helpers";
@@ -113,6 +113,12 @@ describe("the channel table", () => {
     expect(stdioByChannel({ stdin: 10, stdout: 11, stderr: 12, control: 14, host: 13 })).toEqual([10, 11, 12, 14, 13]);
   });
 
+  it("spawnBridgeProcess refuses a warm option instead of ignoring it", () => {
+    expect(() => spawnBridgeProcess(options({ warm: true }), { onEvent: () => {} })).toThrow(
+      expect.objectContaining({ code: "invalid-option", option: "warm" }),
+    );
+  });
+
   it("no spawner of lib/ writes a descriptor position itself", () => {
     // The fork request and the stdio array are built from the table; the
     // old positional forms must not come back.
@@ -170,4 +176,20 @@ describe.runIf(process.platform === "linux")("the host channel in every start mo
       }
     }, 60_000);
   }
+
+  it("a warm start that falls back cold gives the cold backend's channel", async () => {
+    // Not the `-m agentlane_process_bridge --app X` form: no prefork server can stand in.
+    const runModule = `import runpy, sys; sys.argv = ["agentlane_process_bridge", "--app", "${APP}"]; runpy.run_module("agentlane_process_bridge", run_name="__main__")`;
+    const started = start({ args: ["-c", runModule], warm: { fallback: "cold" }, hostChannel: true });
+    try {
+      const socket = await started.hostChannel;
+      const hello = JSON.parse(await nextLine(socket)) as { hello: number; fd: number };
+      expect(hello.fd).toBe(CHANNEL_FD.host);
+      expect(started.child.hostChannel).toBe(socket);
+      expect(await started.ready).toMatchObject({ host_env: "4", pid: hello.hello });
+      expect(started.hostChannels).toHaveLength(1);
+    } finally {
+      await stop(started);
+    }
+  }, 60_000);
 });

@@ -12,6 +12,7 @@ import { readControl, reportedSpawnError } from "./spawn/control";
 import { holdUntilStarted } from "./spawn/hold";
 import { CHANNEL_FD, HOST_CHANNEL_ENV } from "./spawn/channels";
 import { resolveStart, type StartPlan } from "./spawn/start-plan";
+import { InvalidOptionError } from "./errors";
 import { UnixStdio } from "./spawn/stdio";
 import { findSupervisor } from "./spawn/supervisor";
 import type { WarmOption } from "./spawn/warm/options";
@@ -59,8 +60,9 @@ export interface BridgeProcessOptions extends LineReaderOptions {
   flow?: FlowGate;
   /**
    * Fork the backend from a prefork server that imported the app once
-   * (docs/prefork.md; `createAgentSession` and `startBridgeProcess`, not
-   * `spawnBridgeProcess`, which always starts cold). Default: cold.
+   * (docs/prefork.md; `createAgentSession` and `startBridgeProcess`).
+   * Default: cold. `spawnBridgeProcess` always starts cold and refuses a
+   * warm option (`InvalidOptionError`) instead of ignoring it.
    */
   warm?: WarmOption;
   /**
@@ -140,7 +142,11 @@ export function resolveBackendSpec(spec: BackendSpec): BridgeProcessOptions {
  * `onExit` with the negative errno.
  */
 export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks): WithHostChannel<ChildProcess> {
-  return spawnPlanned(resolveStart(options), callbacks);
+  const plan = resolveStart(options);
+  if (plan.warm !== undefined) {
+    throw new InvalidOptionError("spawnBridgeProcess always starts cold: give warm to startBridgeProcess or createAgentSession.", "warm");
+  }
+  return spawnPlanned(plan, callbacks);
 }
 
 /** `spawnBridgeProcess` of a start already resolved (`spawn/start-plan.ts`). */

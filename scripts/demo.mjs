@@ -44,7 +44,7 @@ if (!existsSync(join(root, "node_modules", ".package-lock.json"))) {
   step("installing npm packages", "npm", ["ci", "--no-audit", "--no-fund"]);
 }
 const addon = readdirSync(root).find((f) => f.endsWith(".node"));
-if (!addon || built(addon) < Math.max(newest("src"), newest("crates/bridge-core/src"), newest("crates/bridge-prefork/src"), newest("crates/bridge-prefork/python"))) {
+if (!addon || built(addon) < Math.max(newest("src"), newest("crates/bridge-core/src"), newest("crates/bridge-prefork/src"), newest("crates/bridge-prefork/python"), newest("crates/bridge-launch/src"))) {
   // The quick profile (Cargo.toml): the release's optimisation without LTO
   // (a fresh build in 57 s on an idle 2-core machine); `npm run build`
   // replaces it with the release build.

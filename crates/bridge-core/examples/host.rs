@@ -34,7 +34,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(PathBuf::from)
         .unwrap_or(root.join(".venv/bin/python"));
     let started = Instant::now();
-    let mut child = Command::new(&python)
+    let mut command = Command::new(&python);
+    command
         .args([
             "-m",
             "agentlane_process_bridge",
@@ -44,7 +45,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .current_dir(root.join("examples/backend"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    // The launch layer (crates/bridge-launch): the backend inherits exactly
+    // stdin, stdout and stderr, as under every host of this repository.
+    #[cfg(unix)]
+    bridge_launch::place::Placement::new().install(&mut command);
+    let mut child = command
         .spawn()
         .map_err(|e| {
             format!(

@@ -92,7 +92,8 @@ pub struct ServeArgs {
     /// (`unavailable`; at the bridge's start, its `failed` line).
     #[arg(long, value_name = "WHAT", value_enum, default_value_t = Fallback::Cold)]
     pub warm_fallback: Fallback,
-    /// The `process-bridge-supervisor` for `--warm` (default:
+    /// The `process-bridge-supervisor` that contains every backend (needed
+    /// by `--warm`; cold backends run under it when it is found) (default:
     /// $PROCESS_BRIDGE_SUPERVISOR, else the one beside this binary, else
     /// the one on PATH).
     #[arg(long, value_name = "PATH")]
@@ -168,7 +169,16 @@ impl ServeArgs {
             cwd: self.project_dir.clone(),
             // Cold conversations are contained as warm ones when the
             // supervisor is there (it ships beside this binary).
-            supervisor: self.supervisor().ok(),
+            supervisor: match self.supervisor() {
+                Ok(path) => Some(path),
+                Err(why) => {
+                    // Named but unusable is said; not found is the quiet default.
+                    if self.supervisor.is_some() || std::env::var_os("PROCESS_BRIDGE_SUPERVISOR").is_some() {
+                        eprintln!("agentlane-bridge: cold conversations run without the supervisor: {why}");
+                    }
+                    None
+                }
+            },
             term_grace: Duration::from_millis(self.grace_ms),
         }
     }

@@ -184,9 +184,11 @@ fn spawn(command: &str, args: &[String], channels: &[i32], control: &mut Option<
     }
 }
 
-/// Marks every inherited descriptor above the control socket close-on-exec
-/// but the declared channels (which must be open: a missing one is a
-/// start that cannot be).
+/// Closes every descriptor above the control socket that the supervisor
+/// inherited (the ones without close-on-exec: all of its own have it) but
+/// the declared channels, so that neither the backend nor the supervisor
+/// holds a host's stray descriptor; the declared ones must be open (a
+/// missing one is a start that cannot be).
 fn keep_only(channels: &[i32]) {
     let listing = if cfg!(target_os = "linux") { "/proc/self/fd" } else { "/dev/fd" };
     let open: Vec<i32> = match std::fs::read_dir(listing) {
@@ -194,9 +196,14 @@ fn keep_only(channels: &[i32]) {
         Err(_) => Vec::new(),
     };
     for fd in open.into_iter().filter(|fd| *fd > CONTROL_FD && !channels.contains(fd)) {
-        // SAFETY: F_SETFD on a descriptor number is sound whatever it is
-        // (the listing's own descriptor is closed by now: EBADF, ignored).
-        unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
+        // SAFETY: F_GETFD on a descriptor number is sound whatever it is
+        // (the listing's own descriptor is closed by now: EBADF, skipped).
+        let flags = unsafe { nix::libc::fcntl(fd, nix::libc::F_GETFD) };
+        if flags >= 0 && flags & nix::libc::FD_CLOEXEC == 0 {
+            // SAFETY: an inherited descriptor nothing in this process owns
+            // (everything the supervisor opens is close-on-exec).
+            unsafe { nix::libc::close(fd) };
+        }
     }
     for &fd in channels {
         // SAFETY: as above; clears close-on-exec on a channel the host

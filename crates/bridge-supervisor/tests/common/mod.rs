@@ -1,5 +1,6 @@
 //! What the supervisor's test files share: the binary under test, the
 //! stubborn tree they contain, and the check that a process still runs.
+#![allow(dead_code)] // each test file uses its part
 
 pub const SUPERVISOR: &str = env!("CARGO_BIN_EXE_process-bridge-supervisor");
 
