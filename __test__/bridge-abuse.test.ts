@@ -52,11 +52,12 @@ function slowArgs(...extra: string[]): string[] {
   return ["--app", "slow_start_app:create_backend", "--project-dir", backendsDir, "--python", venvPython, ...extra];
 }
 
-/** The bridge's backends: its descendants that run agentlane_process_bridge. */
+/** The bridge's backends: its descendants that run agentlane_process_bridge (not the supervisors cold backends run under, whose command line names it too). */
 function backends(bridge: Bridge): number[] {
   return [...descendants(bridge.info.pid).keys()].filter((pid) => {
     try {
-      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("agentlane_process_bridge");
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      return !argv[0].endsWith("process-bridge-supervisor") && argv.includes("agentlane_process_bridge");
     } catch {
       return false;
     }

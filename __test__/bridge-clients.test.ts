@@ -79,6 +79,13 @@ const goLibraryTests = [
   "TestReadyTimeoutOption",
   "TestSharedHandlerTellsConversationsApart",
   "TestOldImportPathIsTheSameLibrary",
+  "TestHostToolsThroughTheBridge",
+  "TestHostToolBesideAnApproval",
+  "TestAFactoryWithoutTheModuleIsRefused",
+  "TestABridgeRestartLosesNoCommittedTurn",
+  "TestSnapshotsRefusedAndRequired",
+  "TestSnapshotsThroughCancelAndDivergingResumes",
+  "TestDefaultConversationToolsFromAFile",
 ];
 
 describe("agentlane-bridge: the Go library (clients/go)", () => {

@@ -24,6 +24,9 @@
 //    CreateConversation → ready warm and cold; 100 created at once; 1 and 2
 //    per conversation with 1 and with 20 conversations active; 20 cold
 //    creates at once with the start slots and without.
+// 9. A host tool's round trip beside an approval's (bench/bridge/tools.mjs):
+//    the real host-tools backend; request item in → answer → the backend's
+//    proof (tool_end / resolved approval) back, p50 and p99, and a 1 MB result.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -34,6 +37,7 @@ import { smallStream, toolEnd } from "./lines.mjs";
 import { loadavg } from "node:os";
 import { startBridge } from "../examples/clients/node/bridge.mjs";
 import { coldBurst, createAndMany, perConversation } from "./bridge/conversations.mjs";
+import { hostToolRoundTrip } from "./bridge/tools.mjs";
 import { AgentService } from "../examples/clients/node/gen/agentlane/bridge/v1/bridge_pb.js";
 
 const require = createRequire(import.meta.url);
@@ -257,6 +261,7 @@ await subscription.close();
 if (wanted(5) || wanted(6)) report.push(...(await createAndMany({ root, bridgeBinary: BRIDGE, create: wanted(5), burst: wanted(6) })));
 if (wanted(7)) report.push(...(await perConversation({ root, bridgeBinary: BRIDGE, dir, events: EVENTS })));
 if (wanted(8)) report.push(...(await coldBurst({ root, bridgeBinary: BRIDGE })));
+if (wanted(9)) report.push(...(await hostToolRoundTrip({ root, bridgeBinary: BRIDGE })));
 report.push(`load average at the end ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 console.log(report.join("\n"));
 rmSync(dir, { recursive: true, force: true });

@@ -14,6 +14,18 @@ type Conversation struct {
 	// which every bridge understands).
 	id   string
 	info ConversationInfo
+	// Its tools' handlers by name (CreateConversationWith).
+	tools map[string]Tool
+	// Where its snapshots go (CreateConversationWith), and the last one.
+	store    Store
+	storeKey string
+	mu       sync.Mutex
+	last     *Snapshot
+}
+
+func (c *Conversation) tool(name string) (Tool, bool) {
+	tool, ok := c.tools[name]
+	return tool, ok
 }
 
 // ID is the conversation's id ("" for the default conversation).
@@ -45,6 +57,10 @@ type RunStream struct {
 	answering sync.WaitGroup
 	mu        sync.Mutex
 	results   []ApprovalResult
+	tools     []ToolResult
+	calls     map[string]callState
+	storeErr  error
+	snapshot  *Snapshot
 	terminal  *Event
 	finished  bool
 	first     bool
@@ -77,6 +93,7 @@ func (c *Conversation) Stream(ctx context.Context, text string, onApproval Appro
 		return nil, err
 	}
 	r := &RunStream{events: events{frames: f}, conv: c, handler: onApproval, stop: stop, ctx: ctx, parent: parent}
+	r.events.onSide = r.onSide
 	// The first item is read here, so that a refusal (sent as the end of
 	// an otherwise empty stream) is Stream's error.
 	if !r.events.next() {
@@ -156,10 +173,23 @@ func (r *RunStream) Close() {
 func (r *RunStream) finish() {
 	r.finishing.Do(func() {
 		r.finished = true
+		r.endOpenCalls()
 		r.stop()
 		r.close()
 		r.answering.Wait()
 	})
+}
+
+// onSide takes the stream's items that are not events.
+func (r *RunStream) onSide(item *wireItem) {
+	switch {
+	case item.ToolCall != nil:
+		r.onToolCall(item.ToolCall)
+	case item.ToolCallEnded != nil:
+		r.onToolCallEnded(item.ToolCallEnded)
+	case item.Snapshot != nil:
+		r.onSnapshot(item.Snapshot)
+	}
 }
 
 func (r *RunStream) observe(e *Event) {
@@ -196,7 +226,11 @@ type Result struct {
 	Events    []*Event
 	Terminal  *Event
 	Approvals []ApprovalResult
-	Usage     *Usage
+	// How each call of the conversation's own tools went.
+	ToolCalls []ToolResult
+	// The snapshot of the run, when it committed one (capability "snapshots").
+	Snapshot *Snapshot
+	Usage    *Usage
 	// run_complete's final_output, as JSON (null for other terminals).
 	FinalOutput json.RawMessage
 }
@@ -213,6 +247,13 @@ func (c *Conversation) Run(ctx context.Context, text string, onApproval Approval
 		result.Events = append(result.Events, run.Event())
 	}
 	result.Terminal, result.Approvals, result.Usage = run.Terminal(), run.Approvals(), run.Usage()
+	result.ToolCalls = run.ToolCalls()
+	run.mu.Lock()
+	result.Snapshot = run.snapshot
+	run.mu.Unlock()
+	if err := run.StoreErr(); err != nil {
+		return result, &Error{Code: CodeUnavailable, Op: "Store.Save", Message: err.Error(), Cause: err}
+	}
 	if run.Err() != nil {
 		return result, run.Err()
 	}

@@ -104,6 +104,10 @@ type wireItem struct {
 		JSON     string     `json:"json"`
 	} `json:"batch"`
 	Usage *Usage `json:"usage"`
+	// Host channel items (tools.go, snapshots.go).
+	ToolCall      *wireToolCall      `json:"toolCall"`
+	ToolCallEnded *wireToolCallEnded `json:"toolCallEnded"`
+	Snapshot      *wireSnapshot      `json:"snapshot"`
 }
 
 // events turns a stream's items into Events, one at a time.
@@ -116,6 +120,9 @@ type events struct {
 	// The last item's usage, when it carried one.
 	usage     *Usage
 	closeOnce sync.Once
+	// Gets the items that are not events (tool calls, their ends,
+	// snapshots); nil: they are skipped.
+	onSide func(*wireItem)
 }
 
 // next advances to the next event; false at the end (err holds a failed
@@ -145,6 +152,10 @@ func (s *events) next() bool {
 			s.usage = item.Usage
 		}
 		switch {
+		case item.ToolCall != nil || item.ToolCallEnded != nil || item.Snapshot != nil:
+			if s.onSide != nil {
+				s.onSide(&item)
+			}
 		case item.Event != nil:
 			s.pending = append(s.pending, item.Event.event())
 		case item.InvalidLine != nil:

@@ -6,7 +6,8 @@
 //! `unauthenticated`. Step 2, the reverse direction: two real runs; the
 //! client answers every approval the agent asks for, allowing in the first
 //! run and denying in the second, and checks that the resolved records, the
-//! tool results and the final answers reflect its decision.
+//! tool results and the final answers reflect its decision. Step 3, the
+//! host's own tools (`check_tool.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::process::{ExitCode, Stdio};
@@ -107,6 +108,7 @@ async fn check(args: CheckArgs) -> Result<(), Failure> {
         .clone()
         .with_default_header("authorization", format!("Bearer {}", token.trim()));
     let control = pb::BridgeControlServiceClient::new(http.clone(), authorized.clone());
+    let conversations = pb::ConversationServiceClient::new(http.clone(), authorized.clone());
     let agent = pb::AgentServiceClient::new(http.clone(), authorized);
 
     // Step 1: the control path.
@@ -165,6 +167,22 @@ async fn check(args: CheckArgs) -> Result<(), Failure> {
                 run.tool_result,
                 run.final_output
             );
+        }
+        // Step 3: one tool of the host's own.
+        match crate::check_tool::step3(&conversations, &agent, &args.tool_prompt)
+            .await
+            .map_err(|failure| format!("step 3: {failure}"))?
+        {
+            crate::check_tool::Outcome::Passed { calls, final_output } => println!(
+                "step 3: ok (the agent called the host's tool {:?} {calls} time(s); final answer {final_output:?})",
+                crate::check_tool::TOOL
+            ),
+            crate::check_tool::Outcome::NotTaken(why) if args.require_tools => {
+                return Err(format!("step 3: {why}"))
+            }
+            crate::check_tool::Outcome::NotTaken(why) => {
+                println!("step 3: skipped, the app does not take host tools ({why})")
+            }
         }
     }
 
@@ -227,7 +245,7 @@ async fn converse(
                     invalid.message
                 ))
             }
-            None => continue,
+            _ => continue,
         };
         let json: Value =
             serde_json::from_str(&event.json).map_err(|e| format!("event {}: {e}", event.seq))?;

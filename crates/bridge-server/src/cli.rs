@@ -98,6 +98,14 @@ pub struct ServeArgs {
     /// the one on PATH).
     #[arg(long, value_name = "PATH")]
     pub supervisor: Option<PathBuf>,
+    /// The default conversation's own tools: a JSON file holding an array
+    /// of `{name, description, input_schema, timeout_ms}`; their calls come
+    /// as `ToolCall` items on the run's streams (docs/host-channel.md).
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// A tool call's deadline when its conversation gives none; 0: none.
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub tool_timeout_ms: u64,
     /// A launcher to run Python with instead of `--python`, for example
     /// `-- uv run --project DIR python`; `-m agentlane_process_bridge --app
     /// MODULE:FACTORY` is appended.
@@ -201,6 +209,10 @@ impl ServeArgs {
         if let Some(supervisor) = &self.supervisor {
             args.extend(["--supervisor".into(), supervisor.clone().into_os_string()]);
         }
+        if let Some(tools) = &self.tools {
+            args.extend(["--tools".into(), tools.clone().into_os_string()]);
+        }
+        args.extend(["--tool-timeout-ms".into(), self.tool_timeout_ms.to_string().into()]);
         if !self.launcher.is_empty() {
             args.push("--".into());
             args.extend(self.launcher.iter().cloned());
@@ -219,6 +231,14 @@ pub struct CheckArgs {
     /// Only run step 1 (no conversation).
     #[arg(long)]
     pub step1_only: bool,
+    /// The prompt of the step-3 run, which must make the agent call the
+    /// host's tool `lookup` ({"customer_id": string}).
+    #[arg(long, default_value = "Please look up customer c-42.")]
+    pub tool_prompt: String,
+    /// Fail step 3 when the app's factory does not add the host's tools
+    /// (by default it is skipped with the reason).
+    #[arg(long)]
+    pub require_tools: bool,
 }
 
 /// A program path as the user meant it: a relative one with a directory

@@ -18,9 +18,16 @@ pub struct Guard {
     hosts: [String; 3],
     /// Set once the bridge is shutting down: every new call is refused.
     stopping: AtomicBool,
-    /// The largest request body taken (the Connect layer's own limit too).
+    /// The largest request body taken.
     max_body_bytes: usize,
+    /// The largest body of a call that carries a tool's result back (a
+    /// 20 MB result is the application's business): the Connect layer's
+    /// own limit.
+    max_data_body_bytes: usize,
 }
+
+/// The calls whose bodies may be as large as `max_data_body_bytes`.
+const DATA_METHODS: [&str; 1] = ["/agentlane.bridge.v1.AgentService/AnswerToolCall"];
 
 /// What the guard decided against a request.
 pub struct Refusal {
@@ -43,7 +50,7 @@ impl From<ConnectError> for Refusal {
 }
 
 impl Guard {
-    pub fn new(token: Arc<TokenFile>, port: u16, max_body_bytes: usize) -> Guard {
+    pub fn new(token: Arc<TokenFile>, port: u16, max_body_bytes: usize, max_data_body_bytes: usize) -> Guard {
         Guard {
             token,
             hosts: [
@@ -53,6 +60,7 @@ impl Guard {
             ],
             stopping: AtomicBool::new(false),
             max_body_bytes,
+            max_data_body_bytes,
         }
     }
 
@@ -69,11 +77,15 @@ impl Guard {
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-        if let Some(length) = declared.filter(|&length| length > self.max_body_bytes as u64) {
+        let limit = if DATA_METHODS.contains(&request.uri().path()) {
+            self.max_data_body_bytes
+        } else {
+            self.max_body_bytes
+        };
+        if let Some(length) = declared.filter(|&length| length > limit as u64) {
             return Err(Refusal {
                 error: ConnectError::resource_exhausted(format!(
-                    "the request body is {length} bytes; agentlane-bridge takes at most {}",
-                    self.max_body_bytes
+                    "the request body is {length} bytes; agentlane-bridge takes at most {limit}"
                 )),
                 declared_body_bytes: Some(length),
             });

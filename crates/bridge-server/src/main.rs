@@ -8,6 +8,7 @@
 mod backend;
 mod bounded;
 mod check;
+mod check_tool;
 mod cli;
 mod conversation;
 mod conversations;
@@ -17,6 +18,7 @@ mod outgoing;
 mod run;
 mod server;
 mod service;
+mod side_items;
 mod token;
 
 /// The generated `agentlane.bridge.v1` messages, services and clients.

@@ -17,6 +17,7 @@ use connectrpc::{CodecFormat, ConnectError, Encodable, EncodedBody};
 use serde::Serialize;
 
 use crate::conversation::{Item, Out, UsageTotals};
+use crate::side_items::SideForm;
 use crate::proto::agentlane::bridge::v1 as pb;
 use pb::__buffa::view::{BridgeEventView, InvalidLineView};
 
@@ -225,6 +226,7 @@ impl Outgoing {
                 first_seq: first_seq.to_string(),
                 json,
             },
+            Out::Side(_) => unreachable!("side items are encoded as generated messages"),
         };
         serde_json::to_vec(&item)
             .map(Bytes::from)
@@ -239,6 +241,7 @@ impl Outgoing {
                 Item::Invalid { .. } => None,
             },
             Out::Batch { json, .. } => Some(Bytes::from_owner(LineOwner(json.clone()))),
+            Out::Side(_) => None,
         }
     }
 }
@@ -256,6 +259,7 @@ macro_rules! outgoing_as {
                         (None, Some(invalid)) => Case::InvalidLine(Box::new(invalid)),
                         (None, None) => unreachable!("an item is an event or an invalid line"),
                     },
+                    Out::Side(_) => unreachable!("side items are encoded as generated messages"),
                     Out::Batch { first_seq, json } => {
                         let batch: fn(u64, &str) -> Option<Case<'_>> = $batch;
                         batch(*first_seq, json).ok_or_else(|| {
@@ -277,6 +281,9 @@ macro_rules! outgoing_as {
                         return encoded;
                     }
                 }
+                if let Out::Side(side) = &self.0 {
+                    return <$message as SideForm>::encode_side(side, codec);
+                }
                 match codec {
                     CodecFormat::Json => self.json(),
                     // Proto, and any codec added later (which the view refuses).
@@ -285,7 +292,7 @@ macro_rules! outgoing_as {
             }
 
             fn encode_segments(&self, codec: CodecFormat) -> Result<EncodedBody, ConnectError> {
-                if matches!(self.0, Out::Final { .. }) {
+                if matches!(self.0, Out::Final { .. } | Out::Side(_)) {
                     return <Self as Encodable<$message>>::encode(self, codec).map(EncodedBody::from);
                 }
                 match (codec, self.backing()) {

@@ -27,6 +27,10 @@ const SCHEMA: u32 = 1;
 /// Request bodies: a prompt may hold 1,000,000 code points (up to 4 MB of
 /// UTF-8) plus its envelope.
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+/// A tool's result (`AnswerToolCall`): the application's data, which may
+/// be large (a 20 MB result). Every other call keeps `MAX_REQUEST_BYTES`
+/// (the guard's check of the declared length).
+const MAX_DATA_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// Writes the one discovery line (`agentlane-bridge ready|failed {json}`).
 fn announce(word: &str, body: Value) {
@@ -100,6 +104,11 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
     let grace = Duration::from_millis(args.grace_ms);
     let lifecycle = Arc::new(Lifecycle::new(grace));
     watch_signals(lifecycle.clone());
+    let tool_timeout = (args.tool_timeout_ms > 0).then(|| Duration::from_millis(args.tool_timeout_ms));
+    let default_tools = match args.tools.as_deref().map(registry::host_plan::read_tools_file).transpose() {
+        Ok(tools) => tools.unwrap_or_default(),
+        Err(message) => return failed("tools", &message, Details::default()),
+    };
     let conversations = Conversations::new(
         starter,
         registry::Limits {
@@ -107,6 +116,12 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
             idle_timeout: (args.idle_timeout_ms > 0)
                 .then(|| Duration::from_millis(args.idle_timeout_ms)),
             grace,
+            default_host: registry::HostRequest {
+                tools: default_tools,
+                call_timeout: tool_timeout,
+                ..Default::default()
+            },
+            tool_timeout,
         },
     );
 
@@ -167,7 +182,7 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
         }
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(args.port);
-    let guard = Arc::new(Guard::new(token.clone(), port, MAX_REQUEST_BYTES));
+    let guard = Arc::new(Guard::new(token.clone(), port, MAX_REQUEST_BYTES, MAX_DATA_REQUEST_BYTES));
     let router = Router::new()
         .add_service(Arc::new(Agent {
             conversations: conversations.clone(),
@@ -181,7 +196,11 @@ async fn bridge(args: ServeArgs, token: Arc<TokenFile>, starter: Starter) -> Exi
             conversations: conversations.clone(),
         }));
     let connect = ConnectRpcService::new(router)
-        .with_limits(Limits::default().with_max_request_body_size(MAX_REQUEST_BYTES))
+        .with_limits(
+            Limits::default()
+                .with_max_request_body_size(MAX_DATA_REQUEST_BYTES)
+                .with_max_message_size(MAX_DATA_REQUEST_BYTES),
+        )
         .with_deadline_policy(DeadlinePolicy::new().with_enforce_on_streams(true))
         // Loopback: compressing answers only costs both sides CPU (a 20 MB
         // event took 5 times as long gzipped). Compressed requests are

@@ -10,6 +10,7 @@
 //! `requests.rs`, their errors in `errors.rs`.
 
 mod errors;
+mod host_side;
 mod requests;
 mod stream;
 mod usage;
@@ -26,7 +27,8 @@ use tokio::sync::oneshot;
 use crate::backend::{Backend, ExitStatus};
 use crate::conversations::ids::bridge_wide;
 pub use errors::{backend_refusal, closed_error};
-pub use stream::{Item, Out, Shared};
+pub use host_side::{HostPlan, Snapshot};
+pub use stream::{Item, Out, Shared, Side};
 use stream::{flush, head, Outlet};
 pub use usage::UsageTotals;
 
@@ -77,6 +79,8 @@ struct State {
     stopping: bool,
     /// When a call, or the end of a run, last happened (the idle timeout).
     last_active: Instant,
+    /// The host channel: the application's tools and the bridge's store.
+    host: Option<host_side::HostSide>,
 }
 
 pub struct Conversation {
@@ -109,6 +113,7 @@ impl Conversation {
                 ended: None,
                 stopping: false,
                 last_active: Instant::now(),
+                host: None,
             }),
             backend,
         };
@@ -184,8 +189,19 @@ impl Conversation {
         if let Some(startup) = s.startup.take() {
             match (&*shared, &signal) {
                 (Item::Event { line, .. }, Some(Signal::Ready)) => {
-                    s.ready_line = Some(line.to_string());
-                    let _ = startup.send(Ok(line.to_string()));
+                    match s.host.as_ref().and_then(|host| host.refusal_at_ready()) {
+                        Some(message) => {
+                            let _ = startup.send(Err(StartFailure {
+                                stage: "host-channel",
+                                message,
+                                exit: None,
+                            }));
+                        }
+                        None => {
+                            s.ready_line = Some(line.to_string());
+                            let _ = startup.send(Ok(line.to_string()));
+                        }
+                    }
                 }
                 (Item::Invalid { message, .. }, _) => {
                     let _ = startup.send(Err(StartFailure {

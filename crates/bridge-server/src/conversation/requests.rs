@@ -118,6 +118,8 @@ impl Conversation {
             return;
         }
         run.abandoned = true;
+        let ticket = run.ticket;
+        self.end_owned_calls(s, ticket);
         eprintln!(
             "agentlane-bridge: the Prompt stream ended before its run did; cancelling the run"
         );
@@ -141,6 +143,7 @@ impl Conversation {
     pub fn begin_shutdown(self: &Arc<Self>) {
         let mut s = self.lock();
         s.stopping = true;
+        self.close_host_channel(&mut s);
         let (_, outputs) = s.session.shutdown();
         self.apply(&mut s, outputs, None);
     }

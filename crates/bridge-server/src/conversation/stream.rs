@@ -49,6 +49,40 @@ impl Item {
 
 pub type Shared = Arc<Item>;
 
+/// An item of the host channel's (`host_side.rs`), not a stdout line.
+#[derive(Debug)]
+pub enum Side {
+    ToolCall {
+        id: String,
+        conversation_id: String,
+        name: String,
+        arguments: String,
+        tool_call_id: String,
+        run_id: String,
+        timeout_ms: u32,
+    },
+    ToolCallEnded {
+        id: String,
+        conversation_id: String,
+        reason: &'static str,
+    },
+    Snapshot {
+        conversation_id: String,
+        json: Arc<String>,
+        revision: u64,
+    },
+}
+
+impl Side {
+    fn size(&self) -> usize {
+        match self {
+            Side::ToolCall { arguments, .. } => arguments.len() + 64,
+            Side::ToolCallEnded { .. } => 64,
+            Side::Snapshot { json, .. } => json.len(),
+        }
+    }
+}
+
 /// What one stream message carries: one line, or (for subscribers that
 /// asked for batches) consecutive events that came from the backend together.
 #[derive(Debug)]
@@ -62,6 +96,8 @@ pub enum Out {
     },
     /// A run's terminal item on its `Prompt` stream, with the run's usage.
     Final { item: Shared, usage: UsageTotals },
+    /// A tool call, its end, or a snapshot.
+    Side(Arc<Side>),
 }
 
 impl Out {
@@ -69,6 +105,7 @@ impl Out {
         match self {
             Out::One(item) | Out::Final { item, .. } => item.size(),
             Out::Batch { json, .. } => json.len(),
+            Out::Side(side) => side.size(),
         }
     }
 }

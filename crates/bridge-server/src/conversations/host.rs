@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::start::{StartMode, Started, Starter};
 use crate::backend::{self, ExitStatus};
-use crate::conversation::{Conversation, StartFailure, EXIT_DRAIN};
+use crate::conversation::{Conversation, HostPlan, StartFailure, EXIT_DRAIN};
 use crate::lifecycle::{ExitReport, Lifecycle};
 
 /// How long the group's leftovers get after SIGTERM before SIGKILL.
@@ -76,20 +76,42 @@ impl Hosted {
         starter: &Starter,
         mode: StartMode,
         stop: Option<&Lifecycle>,
+        plan: HostPlan,
     ) -> Result<Arc<Hosted>, Failed> {
         let Started {
-            backend,
+            mut backend,
             outputs,
             mode,
             since,
             slot,
-        } = starter.start(mode, false).await.map_err(|failure| Failed {
+        } = starter.start(mode, true).await.map_err(|failure| Failed {
             failure,
             stderr: None,
             backend_pid: None,
         })?;
         let backend_pid = backend.pid();
+        // Every backend gets its channel (fd 4): a factory that uses the
+        // host's store or tools works in every conversation.
+        let host_channel = backend.take_host_channel();
         let (conversation, ready) = Conversation::new(id.clone(), backend);
+        // The backend's requests wait in the socket until the reader runs.
+        let needs_channel = plan.tools_declared || plan.require_store;
+        let attached = match host_channel {
+            Some(socket) => conversation.attach_host_channel(plan, socket).map_err(|e| e.to_string()),
+            None => Err("this start mode gives the backend no host channel".to_owned()),
+        };
+        if let (true, Err(why)) = (needs_channel, attached) {
+            conversation.backend().kill();
+            return Err(Failed {
+                failure: StartFailure {
+                    stage: "host-channel",
+                    message: format!("the conversation's tools or snapshots need the host channel: {why}"),
+                    exit: None,
+                },
+                stderr: None,
+                backend_pid: Some(backend_pid),
+            });
+        }
         let exit = Arc::new(Lifecycle::new(Duration::ZERO));
         tokio::spawn(pump(conversation.clone(), outputs, exit.clone()));
         let abandoned = Unready {

@@ -5,6 +5,7 @@
 //! [`Conversation`](crate::conversation::Conversation).
 
 mod host;
+pub mod host_plan;
 pub mod ids;
 pub mod start;
 mod warm;
@@ -17,6 +18,7 @@ use connectrpc::ConnectError;
 use tokio::sync::watch;
 
 pub use host::{Failed, Hosted};
+pub use host_plan::HostRequest;
 pub use ids::DEFAULT_ID;
 use start::{StartMode, Starter};
 
@@ -33,6 +35,10 @@ pub struct Limits {
     /// A created conversation idle this long is closed.
     pub idle_timeout: Option<Duration>,
     pub grace: Duration,
+    /// The default conversation's host channel (`--tools FILE`).
+    pub default_host: HostRequest,
+    /// A tool call's deadline when the create gives none (`--tool-timeout-ms`).
+    pub tool_timeout: Option<Duration>,
 }
 
 /// A place under `max` held by a start under way: given back when dropped
@@ -120,7 +126,16 @@ impl Conversations {
         stop: &Lifecycle,
     ) -> Result<Arc<Hosted>, Failed> {
         let mode = self.starter.default_mode();
-        let hosted = Hosted::start(DEFAULT_ID.into(), &self.starter, mode, Some(stop)).await?;
+        let plan = self.limits.default_host.plan().map_err(|error| Failed {
+            failure: crate::conversation::StartFailure {
+                stage: "host-channel",
+                message: error.message.clone().unwrap_or_default(),
+                exit: None,
+            },
+            stderr: None,
+            backend_pid: None,
+        })?;
+        let hosted = Hosted::start(DEFAULT_ID.into(), &self.starter, mode, Some(stop), plan).await?;
         self.lock().open.push(hosted.clone());
         self.watch_exit(hosted.clone());
         Ok(hosted)
@@ -133,17 +148,26 @@ impl Conversations {
     /// closed connection: the call's future is dropped) is undone: its
     /// backend is killed wherever its start was, and its place is free. One
     /// that had its answer is open and listed, closable like any other.
-    pub async fn create(self: &Arc<Self>, mode: Option<StartMode>) -> Result<Arc<Hosted>, ConnectError> {
+    pub async fn create(self: &Arc<Self>, mode: Option<StartMode>, mut host: HostRequest) -> Result<Arc<Hosted>, ConnectError> {
         let mode = mode.unwrap_or_else(|| self.starter.default_mode());
+        if host.call_timeout.is_none() {
+            host.call_timeout = self.limits.tool_timeout;
+        }
+        let plan = host.plan()?;
         if mode == StartMode::Warm && !self.starter.warm_configured() {
             return Err(ConnectError::invalid_argument(
                 "warm starts need the bridge to run with --warm (capability \"warm\")",
             ));
         }
         let place = self.reserve()?;
-        let started = Hosted::start(place.id.clone(), &self.starter, mode, None).await;
+        let started = Hosted::start(place.id.clone(), &self.starter, mode, None, plan).await;
         let hosted = match started {
             Ok(hosted) => hosted,
+            // The backend cannot serve what the conversation asked for
+            // (its factory lacks the host module's line): not worth a retry.
+            Err(failed) if failed.failure.stage == "host-channel" => {
+                return Err(ConnectError::failed_precondition(failed.failure.message));
+            }
             Err(failed) => {
                 let stderr = failed.stderr.map(|l| format!(" (its last stderr line: {l})")).unwrap_or_default();
                 return Err(ConnectError::unavailable(format!(

@@ -16,6 +16,8 @@ use crate::conversation::Conversation;
 use crate::conversations::ids::split_bridge_wide;
 use crate::conversations::Conversations;
 use crate::outgoing::Outgoing;
+use crate::side_items::snapshot_message;
+use bridge_host_channel::Answer;
 use crate::proto::agentlane::bridge::v1 as pb;
 use bridge_core::session::Outcome;
 
@@ -26,6 +28,25 @@ pub struct Agent {
 impl Agent {
     fn conversation(&self, id: &str) -> Result<Arc<Conversation>, ConnectError> {
         Ok(self.conversations.get(id)?.conversation.clone())
+    }
+}
+
+/// The conversation an `AnswerToolCall` addresses and the call's own id
+/// (`tool-call-<n>`): its bridge-wide id names its conversation.
+fn tool_call_target<'a>(id: &'a str, conversation_id: &'a str) -> Result<(&'a str, &'a str), ConnectError> {
+    match split_bridge_wide(id) {
+        None => Err(ConnectError::invalid_argument(format!(
+            "{} is not a tool call id (ToolCall.id, `<conversation id>/tool-call-<n>`)",
+            echo(id)
+        ))),
+        Some((owner, _)) if !conversation_id.is_empty() && conversation_id != owner => {
+            Err(ConnectError::invalid_argument(format!(
+                "the tool call {} belongs to conversation {owner:?}, not to the conversation_id given ({})",
+                echo(id),
+                echo(conversation_id)
+            )))
+        }
+        Some(target) => Ok(target),
     }
 }
 
@@ -155,6 +176,48 @@ impl pb::AgentService for Agent {
             Outcome::Refused { message } => Err(ConnectError::unimplemented(message.clone())),
             _ => Err(settlement_error(&conversation, &settlement)),
         }
+    }
+
+    async fn answer_tool_call(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::AnswerToolCallRequest>,
+    ) -> ServiceResult<pb::AnswerToolCallResponse> {
+        use pb::__buffa::view::oneof::answer_tool_call_request::Answer as Given;
+        let (conversation_id, own_id) = tool_call_target(request.id, request.conversation_id)?;
+        let conversation = self.conversation(conversation_id)?;
+        let answer = match &request.answer {
+            Some(Given::ResultJson(json)) => {
+                serde_json::from_str::<&serde_json::value::RawValue>(json).map_err(|e| {
+                    ConnectError::invalid_argument(format!("result_json must be the text of one JSON value: {e}"))
+                })?;
+                Answer::Value((*json).to_owned())
+            }
+            Some(Given::ErrorMessage(message)) => Answer::tool_error(*message),
+            None => {
+                return Err(ConnectError::invalid_argument(
+                    "an answer needs result_json or error_message",
+                ))
+            }
+        };
+        conversation.answer_tool_call(own_id, answer)?;
+        Response::ok(pb::AnswerToolCallResponse::default())
+    }
+
+    async fn get_snapshot(
+        &self,
+        _ctx: RequestContext,
+        request: ServiceRequest<'_, pb::GetSnapshotRequest>,
+    ) -> ServiceResult<pb::GetSnapshotResponse> {
+        let conversation = self.conversation(request.conversation_id)?;
+        let id = self.conversations.get(request.conversation_id)?.id.clone();
+        let snapshot = conversation.snapshot()?;
+        Response::ok(pb::GetSnapshotResponse {
+            snapshot: snapshot
+                .map(|snap| snapshot_message(&id, &snap.json, snap.revision))
+                .into(),
+            ..Default::default()
+        })
     }
 
     async fn subscribe(

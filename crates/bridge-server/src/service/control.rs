@@ -8,7 +8,8 @@ use connectrpc::{ConnectError, RequestContext, Response, ServiceRequest, Service
 
 use super::{capabilities, API};
 use crate::conversations::start::StartMode;
-use crate::conversations::{Conversations, Hosted, DEFAULT_ID};
+use crate::conversations::host_plan::ToolDeclaration;
+use crate::conversations::{Conversations, HostRequest, Hosted, DEFAULT_ID};
 use crate::lifecycle::{ExitReport, Lifecycle};
 use crate::proto::agentlane::bridge::v1 as pb;
 
@@ -115,7 +116,22 @@ impl pb::ConversationService for ConversationsApi {
                 )))
             }
         };
-        let hosted = self.conversations.create(mode).await?;
+        let host = HostRequest {
+            tools: request
+                .tools
+                .iter()
+                .map(|tool| ToolDeclaration {
+                    name: tool.name.to_owned(),
+                    description: tool.description.to_owned(),
+                    input_schema: serde_json::Value::String(tool.input_schema_json.to_owned()),
+                    timeout_ms: u64::from(tool.timeout_ms),
+                })
+                .collect(),
+            call_timeout: (request.tool_timeout_ms > 0).then(|| Duration::from_millis(u64::from(request.tool_timeout_ms))),
+            keep_snapshots: request.keep_snapshots,
+            resume_json: (!request.resume_json.is_empty()).then(|| request.resume_json.to_owned()),
+        };
+        let hosted = self.conversations.create(mode, host).await?;
         Response::ok(pb::CreateConversationResponse {
             conversation: described(&hosted).into(),
             ..Default::default()

@@ -23,10 +23,14 @@ pub const API: &str = "agentlane.bridge.v1";
 /// "warm": the start modes `CreateConversation` serves ("warm" while warm
 /// starts can be made: with `--warm`, unless they are off); "usage": a
 /// run's terminal item carries `usage`; "approval-ids": approvals carry a
-/// bridge-wide id that `Approve` takes.
+/// bridge-wide id that `Approve` takes; "host-tools": conversations have
+/// tools of the application's own (`ToolCall` items, `AnswerToolCall`);
+/// "snapshots": the bridge keeps a conversation's committed state
+/// (`ConversationSnapshot` items, `GetSnapshot`, `resume_json`).
 pub fn capabilities(warm: bool) -> Vec<String> {
     let mut names = vec![
         "approvals", "configure", "subscribe", "json", "proto", "conversations", "cold", "usage", "approval-ids",
+        "host-tools", "snapshots",
     ];
     if warm {
         names.push("warm");

@@ -19,7 +19,7 @@ from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DE
 from protobuf import DescService
 
 from . import bridge_pb
-from .bridge_pb import ApproveRequest, ApproveResponse, CancelRequest, CancelResponse, CloseConversationRequest, CloseConversationResponse, ConfigureRequest, ConfigureResponse, CreateConversationRequest, CreateConversationResponse, GetVersionRequest, GetVersionResponse, ListConversationsRequest, ListConversationsResponse, PingRequest, PingResponse, PromptRequest, PromptResponse, ResetRequest, ResetResponse, ShutdownRequest, ShutdownResponse, SubscribeRequest, SubscribeResponse
+from .bridge_pb import AnswerToolCallRequest, AnswerToolCallResponse, ApproveRequest, ApproveResponse, CancelRequest, CancelResponse, CloseConversationRequest, CloseConversationResponse, ConfigureRequest, ConfigureResponse, CreateConversationRequest, CreateConversationResponse, GetSnapshotRequest, GetSnapshotResponse, GetVersionRequest, GetVersionResponse, ListConversationsRequest, ListConversationsResponse, PingRequest, PingResponse, PromptRequest, PromptResponse, ResetRequest, ResetResponse, ShutdownRequest, ShutdownResponse, SubscribeRequest, SubscribeResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -795,6 +795,28 @@ class AgentService(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    async def answer_tool_call(self, request: AnswerToolCallRequest, ctx: RequestContext[AnswerToolCallRequest, AnswerToolCallResponse], /) -> AnswerToolCallResponse:
+        """
+        Answers a call of one of the conversation's own tools (a `ToolCall`
+        item of the run's streams) with its result or its error, as `Approve`
+        answers an approval (capability "host-tools"). `not_found` when the
+        call is not pending (answered, ended by its deadline, the run's cancel
+        or its owner's drop, or never was); `invalid_argument` for a result
+        that is not one JSON value, or a call id of another conversation than
+        the `conversation_id` given.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_snapshot(self, request: GetSnapshotRequest, ctx: RequestContext[GetSnapshotRequest, GetSnapshotResponse], /) -> GetSnapshotResponse:
+        """
+        The conversation's last committed snapshot (capability "snapshots"):
+        the agentlane `AgentSnapshot` document its backend saved after its last
+        successful run (or the one it was resumed from). `failed_precondition`
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     @classmethod
     def desc(cls) -> DescService:
         """Returns the descriptor for this service."""
@@ -878,6 +900,28 @@ class AgentServiceASGIApplication(ConnectASGIApplication[AgentService]):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=svc.subscribe,
+                ),
+                "/agentlane.bridge.v1.AgentService/AnswerToolCall": Endpoint.unary(
+                    method=MethodInfo(
+                        name="AnswerToolCall",
+                        service_name="agentlane.bridge.v1.AgentService",
+                        input=AnswerToolCallRequest,
+                        output=AnswerToolCallResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.answer_tool_call,
+                ),
+                "/agentlane.bridge.v1.AgentService/GetSnapshot": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetSnapshot",
+                        service_name="agentlane.bridge.v1.AgentService",
+                        input=GetSnapshotRequest,
+                        output=GetSnapshotResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_snapshot,
                 ),
             },
             interceptors=interceptors,
@@ -1053,6 +1097,62 @@ class AgentServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def answer_tool_call(
+        self,
+        request: AnswerToolCallRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AnswerToolCallResponse:
+        """
+        Answers a call of one of the conversation's own tools (a `ToolCall`
+        item of the run's streams) with its result or its error, as `Approve`
+        answers an approval (capability "host-tools"). `not_found` when the
+        call is not pending (answered, ended by its deadline, the run's cancel
+        or its owner's drop, or never was); `invalid_argument` for a result
+        that is not one JSON value, or a call id of another conversation than
+        the `conversation_id` given.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="AnswerToolCall",
+                service_name="agentlane.bridge.v1.AgentService",
+                input=AnswerToolCallRequest,
+                output=AnswerToolCallResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_snapshot(
+        self,
+        request: GetSnapshotRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetSnapshotResponse:
+        """
+        The conversation's last committed snapshot (capability "snapshots"):
+        the agentlane `AgentSnapshot` document its backend saved after its last
+        successful run (or the one it was resumed from). `failed_precondition`
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetSnapshot",
+                service_name="agentlane.bridge.v1.AgentService",
+                input=GetSnapshotRequest,
+                output=GetSnapshotResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class AgentServiceSync(Protocol):
     """
@@ -1110,6 +1210,28 @@ class AgentServiceSync(Protocol):
         Every stdout line of the backend from now on, in order, for observers.
         A subscriber that falls too far behind is cut off with
         `resource_exhausted`; it never slows the backend.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def answer_tool_call(self, request: AnswerToolCallRequest, ctx: RequestContext[AnswerToolCallRequest, AnswerToolCallResponse], /) -> AnswerToolCallResponse:
+        """
+        Answers a call of one of the conversation's own tools (a `ToolCall`
+        item of the run's streams) with its result or its error, as `Approve`
+        answers an approval (capability "host-tools"). `not_found` when the
+        call is not pending (answered, ended by its deadline, the run's cancel
+        or its owner's drop, or never was); `invalid_argument` for a result
+        that is not one JSON value, or a call id of another conversation than
+        the `conversation_id` given.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_snapshot(self, request: GetSnapshotRequest, ctx: RequestContext[GetSnapshotRequest, GetSnapshotResponse], /) -> GetSnapshotResponse:
+        """
+        The conversation's last committed snapshot (capability "snapshots"):
+        the agentlane `AgentSnapshot` document its backend saved after its last
+        successful run (or the one it was resumed from). `failed_precondition`
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1194,6 +1316,28 @@ class AgentServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=service.subscribe,
+                ),
+                "/agentlane.bridge.v1.AgentService/AnswerToolCall": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="AnswerToolCall",
+                        service_name="agentlane.bridge.v1.AgentService",
+                        input=AnswerToolCallRequest,
+                        output=AnswerToolCallResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.answer_tool_call,
+                ),
+                "/agentlane.bridge.v1.AgentService/GetSnapshot": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetSnapshot",
+                        service_name="agentlane.bridge.v1.AgentService",
+                        input=GetSnapshotRequest,
+                        output=GetSnapshotResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_snapshot,
                 ),
             },
             interceptors=interceptors,
@@ -1365,6 +1509,62 @@ class AgentServiceClientSync(ConnectClientSync):
                 output=SubscribeResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def answer_tool_call(
+        self,
+        request: AnswerToolCallRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AnswerToolCallResponse:
+        """
+        Answers a call of one of the conversation's own tools (a `ToolCall`
+        item of the run's streams) with its result or its error, as `Approve`
+        answers an approval (capability "host-tools"). `not_found` when the
+        call is not pending (answered, ended by its deadline, the run's cancel
+        or its owner's drop, or never was); `invalid_argument` for a result
+        that is not one JSON value, or a call id of another conversation than
+        the `conversation_id` given.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="AnswerToolCall",
+                service_name="agentlane.bridge.v1.AgentService",
+                input=AnswerToolCallRequest,
+                output=AnswerToolCallResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_snapshot(
+        self,
+        request: GetSnapshotRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetSnapshotResponse:
+        """
+        The conversation's last committed snapshot (capability "snapshots"):
+        the agentlane `AgentSnapshot` document its backend saved after its last
+        successful run (or the one it was resumed from). `failed_precondition`
+        when its backend's factory keeps no state in the host (no
+        `state_store=host.state_store()`).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetSnapshot",
+                service_name="agentlane.bridge.v1.AgentService",
+                input=GetSnapshotRequest,
+                output=GetSnapshotResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

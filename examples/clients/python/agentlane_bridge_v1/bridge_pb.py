@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from protobuf import DescFile, Oneof
 
 
-_PromptResponseFields: TypeAlias = Literal["event", "invalid_line", "usage"]
+_PromptResponseFields: TypeAlias = Literal["event", "invalid_line", "tool_call", "tool_call_ended", "snapshot", "usage"]
 
 class PromptResponse(Message[_PromptResponseFields]):
     """
@@ -50,15 +50,15 @@ class PromptResponse(Message[_PromptResponseFields]):
         def __init__(
             self,
             *,
-            item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None = None,
+            item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["tool_call"], ToolCall] | Oneof[Literal["tool_call_ended"], ToolCallEnded] | Oneof[Literal["snapshot"], ConversationSnapshot] | None = None,
             usage: Usage | None = None,
         ) -> None:
             pass
 
-        item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | None
+        item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["tool_call"], ToolCall] | Oneof[Literal["tool_call_ended"], ToolCallEnded] | Oneof[Literal["snapshot"], ConversationSnapshot] | None
         usage: Usage | None
 
-_SubscribeResponseFields: TypeAlias = Literal["event", "invalid_line", "batch"]
+_SubscribeResponseFields: TypeAlias = Literal["event", "invalid_line", "batch", "tool_call", "tool_call_ended", "snapshot"]
 
 class SubscribeResponse(Message[_SubscribeResponseFields]):
     """
@@ -83,11 +83,200 @@ class SubscribeResponse(Message[_SubscribeResponseFields]):
         def __init__(
             self,
             *,
-            item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | None = None,
+            item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | Oneof[Literal["tool_call"], ToolCall] | Oneof[Literal["tool_call_ended"], ToolCallEnded] | Oneof[Literal["snapshot"], ConversationSnapshot] | None = None,
         ) -> None:
             pass
 
-        item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | None
+        item: Oneof[Literal["event"], BridgeEvent] | Oneof[Literal["invalid_line"], InvalidLine] | Oneof[Literal["batch"], EventBatch] | Oneof[Literal["tool_call"], ToolCall] | Oneof[Literal["tool_call_ended"], ToolCallEnded] | Oneof[Literal["snapshot"], ConversationSnapshot] | None
+
+_ToolCallFields: TypeAlias = Literal["id", "conversation_id", "name", "arguments_json", "tool_call_id", "run_id", "timeout_ms"]
+
+class ToolCall(Message[_ToolCallFields]):
+    """
+    A call of one of the conversation's own tools (declared at
+    `CreateConversation`). Its arguments satisfy the tool's input schema (the
+    bridge answered the model itself otherwise). The run waits for the
+    answer; its owner is the run's `Prompt` stream: when that stream goes
+    before the call is answered, the call ends as `host-unavailable` for the
+    agent (and the run is cancelled).
+
+    ```proto
+    message agentlane.bridge.v1.ToolCall
+    ```
+
+    Attributes:
+        id:
+            The call's bridge-wide id, `<conversation id>/tool-call-<n>`: what
+            `AnswerToolCall` takes (it names its conversation).
+
+            ```proto
+            string id = 1;
+            ```
+        conversation_id:
+            The conversation whose agent calls.
+
+            ```proto
+            string conversation_id = 2;
+            ```
+        name:
+            The tool's name, as declared.
+
+            ```proto
+            string name = 3;
+            ```
+        arguments_json:
+            The arguments as the backend wrote them: the text of a JSON object.
+
+            ```proto
+            string arguments_json = 4;
+            ```
+        tool_call_id:
+            The model's id of the call (`tool_start.tool_call_id`) and the run's
+            id, when the backend gave them.
+
+            ```proto
+            string tool_call_id = 5;
+            ```
+        run_id:
+            ```proto
+            string run_id = 6;
+            ```
+        timeout_ms:
+            How long the bridge waits for the answer, from when it sent this item;
+            0: no deadline. Past it the agent gets a `timeout` failure and a
+            `ToolCallEnded` item follows.
+
+            ```proto
+            uint32 timeout_ms = 7;
+            ```
+    """
+
+    __slots__ = ("id", "conversation_id", "name", "arguments_json", "tool_call_id", "run_id", "timeout_ms")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            id: str = "",
+            conversation_id: str = "",
+            name: str = "",
+            arguments_json: str = "",
+            tool_call_id: str = "",
+            run_id: str = "",
+            timeout_ms: int = 0,
+        ) -> None:
+            pass
+
+        id: str
+        conversation_id: str
+        name: str
+        arguments_json: str
+        tool_call_id: str
+        run_id: str
+        timeout_ms: int
+
+_ToolCallEndedFields: TypeAlias = Literal["id", "conversation_id", "reason"]
+
+class ToolCallEnded(Message[_ToolCallEndedFields]):
+    """
+    A tool call that ended without the application's answer: an answer now
+    is refused (`not_found`). Stop the handler. It travels beside the
+    backend's events: a call still open when the run's stream ends has ended
+    too (the run's cancel ended it), whether or not this item came first.
+
+    ```proto
+    message agentlane.bridge.v1.ToolCallEnded
+    ```
+
+    Attributes:
+        id:
+            `ToolCall.id`.
+
+            ```proto
+            string id = 1;
+            ```
+        conversation_id:
+            ```proto
+            string conversation_id = 2;
+            ```
+        reason:
+            Why: "cancelled" (the run's cancel, or the backend's own deadline),
+            "timeout" (the bridge's deadline), "host-unavailable" (its owner went,
+            or the conversation closes), "lost" (the backend's channel ended).
+
+            ```proto
+            string reason = 3;
+            ```
+    """
+
+    __slots__ = ("id", "conversation_id", "reason")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            id: str = "",
+            conversation_id: str = "",
+            reason: str = "",
+        ) -> None:
+            pass
+
+        id: str
+        conversation_id: str
+        reason: str
+
+_ConversationSnapshotFields: TypeAlias = Literal["conversation_id", "json", "revision"]
+
+class ConversationSnapshot(Message[_ConversationSnapshotFields]):
+    """
+    A conversation's committed state: agentlane 0.22's `AgentSnapshot`
+    document (`schema_version`, `agent_id`, `revision`, `created_at`,
+    `state` with the whole history), the same document the Node package's
+    stores keep. Give it back as `CreateConversationRequest.resume_json` to
+    continue the conversation in a new backend (after a bridge restart, on
+    another machine).
+
+    ```proto
+    message agentlane.bridge.v1.ConversationSnapshot
+    ```
+
+    Attributes:
+        conversation_id:
+            ```proto
+            string conversation_id = 1;
+            ```
+        json:
+            The document's text, exactly as the backend saved it.
+
+            ```proto
+            string json = 2;
+            ```
+        revision:
+            The document's `revision` (it grows with every committed run).
+
+            ```proto
+            uint64 revision = 3;
+            ```
+    """
+
+    __slots__ = ("conversation_id", "json", "revision")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            conversation_id: str = "",
+            json: str = "",
+            revision: int = 0,
+        ) -> None:
+            pass
+
+        conversation_id: str
+        json: str
+        revision: int
 
 _EventBatchFields: TypeAlias = Literal["first_seq", "json"]
 
@@ -323,7 +512,7 @@ class GetVersionRequest(Message[_GetVersionRequestFields]):
         ) -> None:
             pass
 
-_CreateConversationRequestFields: TypeAlias = Literal["start_mode"]
+_CreateConversationRequestFields: TypeAlias = Literal["start_mode", "tools", "tool_timeout_ms", "keep_snapshots", "resume_json"]
 
 class CreateConversationRequest(Message[_CreateConversationRequestFields]):
     """
@@ -336,9 +525,47 @@ class CreateConversationRequest(Message[_CreateConversationRequestFields]):
             ```proto
             agentlane.bridge.v1.StartMode start_mode = 1;
             ```
+        tools:
+            The conversation's own tools, which its agent may call (capability
+            "host-tools"): their calls come as `ToolCall` items on the run's
+            streams. The backend's factory must add them
+            (`shims=[host.tools()]`, docs/host-channel.md); one that does not is
+            refused (`failed_precondition`, the backend stopped). A name declared
+            twice, or a schema that is not usable JSON Schema: `invalid_argument`.
+
+            ```proto
+            repeated agentlane.bridge.v1.ToolDefinition tools = 2;
+            ```
+        tool_timeout_ms:
+            A tool call's deadline unless its tool has its own; 0: the bridge's
+            `--tool-timeout-ms`.
+
+            ```proto
+            uint32 tool_timeout_ms = 3;
+            ```
+        keep_snapshots:
+            Keep the conversation's snapshots in the bridge (capability
+            "snapshots"): its backend's store is the bridge (its factory passes
+            `state_store=host.state_store()`), each committed run comes as a
+            `ConversationSnapshot` item and `GetSnapshot` answers the last one.
+
+            ```proto
+            bool keep_snapshots = 4;
+            ```
+        resume_json:
+            Resume from a snapshot (a `ConversationSnapshot.json`): the backend
+            loads it at start and continues with its whole history. Implies
+            `keep_snapshots`. A document that is not an agentlane snapshot of
+            schema version 1 is `invalid_argument` before anything starts; a
+            backend whose factory does not load from the host's store is refused
+            (`failed_precondition`): its history would be silently lost.
+
+            ```proto
+            string resume_json = 5;
+            ```
     """
 
-    __slots__ = ("start_mode",)
+    __slots__ = ("start_mode", "tools", "tool_timeout_ms", "keep_snapshots", "resume_json")
 
     if TYPE_CHECKING:
 
@@ -346,10 +573,73 @@ class CreateConversationRequest(Message[_CreateConversationRequestFields]):
             self,
             *,
             start_mode: StartMode | None = None,
+            tools: list[ToolDefinition] | None = None,
+            tool_timeout_ms: int = 0,
+            keep_snapshots: bool = False,
+            resume_json: str = "",
         ) -> None:
             pass
 
         start_mode: StartMode
+        tools: list[ToolDefinition]
+        tool_timeout_ms: int
+        keep_snapshots: bool
+        resume_json: str
+
+_ToolDefinitionFields: TypeAlias = Literal["name", "description", "input_schema_json", "timeout_ms"]
+
+class ToolDefinition(Message[_ToolDefinitionFields]):
+    """
+    One tool the application offers the conversation's agent.
+
+    ```proto
+    message agentlane.bridge.v1.ToolDefinition
+    ```
+
+    Attributes:
+        name:
+            The name the model calls it by.
+
+            ```proto
+            string name = 1;
+            ```
+        description:
+            ```proto
+            string description = 2;
+            ```
+        input_schema_json:
+            Its input's JSON Schema, as the text of a JSON object (draft 2020-12
+            unless its `$schema` says otherwise; a `$ref` must stay inside it).
+
+            ```proto
+            string input_schema_json = 3;
+            ```
+        timeout_ms:
+            Its call's deadline; 0: the conversation's.
+
+            ```proto
+            uint32 timeout_ms = 4;
+            ```
+    """
+
+    __slots__ = ("name", "description", "input_schema_json", "timeout_ms")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            name: str = "",
+            description: str = "",
+            input_schema_json: str = "",
+            timeout_ms: int = 0,
+        ) -> None:
+            pass
+
+        name: str
+        description: str
+        input_schema_json: str
+        timeout_ms: int
 
 _CreateConversationResponseFields: TypeAlias = Literal["conversation"]
 
@@ -1126,6 +1416,130 @@ class ConfigureFailure(Message[_ConfigureFailureFields]):
         code: str
         event: BridgeEvent | None
 
+_AnswerToolCallRequestFields: TypeAlias = Literal["id", "conversation_id", "result_json", "error_message"]
+
+class AnswerToolCallRequest(Message[_AnswerToolCallRequestFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.AnswerToolCallRequest
+    ```
+
+    Attributes:
+        id:
+            `ToolCall.id` (it names its conversation, so `conversation_id` may be
+            left out).
+
+            ```proto
+            string id = 1;
+            ```
+        conversation_id:
+            The conversation addressed; must be the call's when given.
+
+            ```proto
+            string conversation_id = 2;
+            ```
+        answer:
+            ```proto
+            oneof answer
+            ```
+    """
+
+    __slots__ = ("id", "conversation_id", "answer")
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            id: str = "",
+            conversation_id: str = "",
+            answer: Oneof[Literal["result_json"], str] | Oneof[Literal["error_message"], str] | None = None,
+        ) -> None:
+            pass
+
+        id: str
+        conversation_id: str
+        answer: Oneof[Literal["result_json"], str] | Oneof[Literal["error_message"], str] | None
+
+_AnswerToolCallResponseFields: TypeAlias = NoReturn
+
+class AnswerToolCallResponse(Message[_AnswerToolCallResponseFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.AnswerToolCallResponse
+    ```
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+        ) -> None:
+            pass
+
+_GetSnapshotRequestFields: TypeAlias = Literal["conversation_id"]
+
+class GetSnapshotRequest(Message[_GetSnapshotRequestFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.GetSnapshotRequest
+    ```
+
+    Attributes:
+        conversation_id:
+            The conversation addressed; absent or empty: the default conversation.
+
+            ```proto
+            string conversation_id = 1;
+            ```
+    """
+
+    __slots__ = ("conversation_id",)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            conversation_id: str = "",
+        ) -> None:
+            pass
+
+        conversation_id: str
+
+_GetSnapshotResponseFields: TypeAlias = Literal["snapshot"]
+
+class GetSnapshotResponse(Message[_GetSnapshotResponseFields]):
+    """
+    ```proto
+    message agentlane.bridge.v1.GetSnapshotResponse
+    ```
+
+    Attributes:
+        snapshot:
+            Unset before the conversation's first committed run (and after a
+            `Reset`, which deletes it) unless it was resumed.
+
+            ```proto
+            optional agentlane.bridge.v1.ConversationSnapshot snapshot = 1;
+            ```
+    """
+
+    __slots__ = ("snapshot",)
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            snapshot: ConversationSnapshot | None = None,
+        ) -> None:
+            pass
+
+        snapshot: ConversationSnapshot | None
+
 _SubscribeRequestFields: TypeAlias = Literal["batched", "conversation_id"]
 
 class SubscribeRequest(Message[_SubscribeRequestFields]):
@@ -1203,11 +1617,14 @@ class StartMode(Enum):
 
 
 _DESC = file_desc(
-    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\xcb\x01\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x120\n\x05usage\x18\x03 \x01(\x0b2\x1a.agentlane.bridge.v1.UsageR\x05usageB\x06\n\x04item"\xd5\x01\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batchB\x06\n\x04item"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"h\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json\x12\x1f\n\x0bapproval_id\x18\x04 \x01(\tR\napprovalId"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"Z\n\x19CreateConversationRequest\x12=\n\nstart_mode\x18\x01 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode"c\n\x1aCreateConversationResponse\x12E\n\x0cconversation\x18\x01 \x01(\x0b2!.agentlane.bridge.v1.ConversationR\x0cconversation"\x1a\n\x18ListConversationsRequest"d\n\x19ListConversationsResponse\x12G\n\rconversations\x18\x01 \x03(\x0b2!.agentlane.bridge.v1.ConversationR\rconversations"\xb7\x01\n\x0cConversation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nready_json\x18\x02 \x01(\tR\treadyJson\x12=\n\nstart_mode\x18\x03 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode\x12\x1f\n\x0bbackend_pid\x18\x04 \x01(\rR\nbackendPid\x12\x18\n\x07running\x18\x05 \x01(\x08R\x07running"E\n\x18CloseConversationRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n\x08grace_ms\x18\x02 \x01(\rR\x07graceMs"\x86\x01\n\x19CloseConversationResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"\x9a\x01\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x04R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x02 \x01(\x04R\x10completionTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x04R\x0btotalTokens\x12\x1c\n\tresponses\x18\x04 \x01(\rR\tresponses"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"L\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"\x8b\x01\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01\x12\'\n\x0fconversation_id\x18\x04 \x01(\tR\x0econversationIdB\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"8\n\rCancelRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"7\n\x0cResetRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"Z\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"U\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId*Q\n\tStartMode\x12\x1a\n\x16START_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTART_MODE_COLD\x10\x01\x12\x13\n\x0fSTART_MODE_WARM\x10\x022\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\xf4\x02\n\x13ConversationService\x12u\n\x12CreateConversation\x12..agentlane.bridge.v1.CreateConversationRequest\x1a/.agentlane.bridge.v1.CreateConversationResponse\x12r\n\x11ListConversations\x12-.agentlane.bridge.v1.ListConversationsRequest\x1a..agentlane.bridge.v1.ListConversationsResponse\x12r\n\x11CloseConversation\x12-.agentlane.bridge.v1.CloseConversationRequest\x1a..agentlane.bridge.v1.CloseConversationResponse2\x96\x04\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01b\x06proto3',
+    b'\n agentlane/bridge/v1/bridge.proto\x12\x13agentlane.bridge.v1"\xa0\x03\n\x0ePromptResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x12<\n\ttool_call\x18\x04 \x01(\x0b2\x1d.agentlane.bridge.v1.ToolCallH\x00R\x08toolCall\x12L\n\x0ftool_call_ended\x18\x05 \x01(\x0b2".agentlane.bridge.v1.ToolCallEndedH\x00R\rtoolCallEnded\x12G\n\x08snapshot\x18\x06 \x01(\x0b2).agentlane.bridge.v1.ConversationSnapshotH\x00R\x08snapshot\x120\n\x05usage\x18\x03 \x01(\x0b2\x1a.agentlane.bridge.v1.UsageR\x05usageB\x06\n\x04item"\xaa\x03\n\x11SubscribeResponse\x128\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventH\x00R\x05event\x12E\n\x0cinvalid_line\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.InvalidLineH\x00R\x0binvalidLine\x127\n\x05batch\x18\x03 \x01(\x0b2\x1f.agentlane.bridge.v1.EventBatchH\x00R\x05batch\x12<\n\ttool_call\x18\x04 \x01(\x0b2\x1d.agentlane.bridge.v1.ToolCallH\x00R\x08toolCall\x12L\n\x0ftool_call_ended\x18\x05 \x01(\x0b2".agentlane.bridge.v1.ToolCallEndedH\x00R\rtoolCallEnded\x12G\n\x08snapshot\x18\x06 \x01(\x0b2).agentlane.bridge.v1.ConversationSnapshotH\x00R\x08snapshotB\x06\n\x04item"\xd6\x01\n\x08ToolCall\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12%\n\x0earguments_json\x18\x04 \x01(\tR\rargumentsJson\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12\x15\n\x06run_id\x18\x06 \x01(\tR\x05runId\x12\x1d\n\ntimeout_ms\x18\x07 \x01(\rR\ttimeoutMs"`\n\rToolCallEnded\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason"o\n\x14ConversationSnapshot\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json\x12\x1a\n\x08revision\x18\x03 \x01(\x04R\x08revision"=\n\nEventBatch\x12\x1b\n\tfirst_seq\x18\x01 \x01(\x04R\x08firstSeq\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json"h\n\x0bBridgeEvent\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n\x04json\x18\x03 \x01(\tR\x04json\x12\x1f\n\x0bapproval_id\x18\x04 \x01(\tR\napprovalId"\x82\x01\n\x0bInvalidLine\x12\x10\n\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06fields\x18\x03 \x03(\tR\x06fields\x12\x1b\n\tline_head\x18\x04 \x01(\tR\x08lineHead\x12\x12\n\x04code\x18\x05 \x01(\tR\x04code"\r\n\x0bPingRequest"(\n\x0cPingResponse\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message"\x13\n\x11GetVersionRequest"\x85\x02\n\x19CreateConversationRequest\x12=\n\nstart_mode\x18\x01 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode\x129\n\x05tools\x18\x02 \x03(\x0b2#.agentlane.bridge.v1.ToolDefinitionR\x05tools\x12&\n\x0ftool_timeout_ms\x18\x03 \x01(\rR\rtoolTimeoutMs\x12%\n\x0ekeep_snapshots\x18\x04 \x01(\x08R\rkeepSnapshots\x12\x1f\n\x0bresume_json\x18\x05 \x01(\tR\nresumeJson"\x91\x01\n\x0eToolDefinition\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0bdescription\x18\x02 \x01(\tR\x0bdescription\x12*\n\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x1d\n\ntimeout_ms\x18\x04 \x01(\rR\ttimeoutMs"c\n\x1aCreateConversationResponse\x12E\n\x0cconversation\x18\x01 \x01(\x0b2!.agentlane.bridge.v1.ConversationR\x0cconversation"\x1a\n\x18ListConversationsRequest"d\n\x19ListConversationsResponse\x12G\n\rconversations\x18\x01 \x03(\x0b2!.agentlane.bridge.v1.ConversationR\rconversations"\xb7\x01\n\x0cConversation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nready_json\x18\x02 \x01(\tR\treadyJson\x12=\n\nstart_mode\x18\x03 \x01(\x0e2\x1e.agentlane.bridge.v1.StartModeR\tstartMode\x12\x1f\n\x0bbackend_pid\x18\x04 \x01(\rR\nbackendPid\x12\x18\n\x07running\x18\x05 \x01(\x08R\x07running"E\n\x18CloseConversationRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n\x08grace_ms\x18\x02 \x01(\rR\x07graceMs"\x86\x01\n\x19CloseConversationResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"\x9a\x01\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x04R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x02 \x01(\x04R\x10completionTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x04R\x0btotalTokens\x12\x1c\n\tresponses\x18\x04 \x01(\rR\tresponses"\xbb\x01\n\x12GetVersionResponse\x12%\n\x0ebridge_version\x18\x01 \x01(\tR\rbridgeVersion\x12\x10\n\x03api\x18\x02 \x01(\tR\x03api\x12)\n\x10protocol_version\x18\x03 \x01(\tR\x0fprotocolVersion\x12\x1d\n\nready_json\x18\x04 \x01(\tR\treadyJson\x12"\n\x0ccapabilities\x18\x05 \x03(\tR\x0ccapabilities",\n\x0fShutdownRequest\x12\x19\n\x08grace_ms\x18\x01 \x01(\rR\x07graceMs"}\n\x10ShutdownResponse\x12*\n\x11backend_exit_code\x18\x01 \x01(\x05R\x0fbackendExitCode\x12%\n\x0ebackend_signal\x18\x02 \x01(\x05R\rbackendSignal\x12\x16\n\x06killed\x18\x03 \x01(\x08R\x06killed"L\n\rPromptRequest\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"\x8b\x01\n\x0eApproveRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07allowed\x18\x02 \x01(\x08R\x07allowed\x12\x1b\n\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01\x12\'\n\x0fconversation_id\x18\x04 \x01(\tR\x0econversationIdB\t\n\x07_reason"O\n\x0fApproveResponse\x12<\n\x08resolved\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x08resolved"8\n\rCancelRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"H\n\x0eCancelResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"7\n\x0cResetRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"G\n\rResetResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"Z\n\x10ConfigureRequest\x12\x1d\n\npatch_json\x18\x01 \x01(\tR\tpatchJson\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId"K\n\x11ConfigureResponse\x126\n\x05event\x18\x01 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"^\n\x10ConfigureFailure\x12\x12\n\x04code\x18\x01 \x01(\tR\x04code\x126\n\x05event\x18\x02 \x01(\x0b2 .agentlane.bridge.v1.BridgeEventR\x05event"\xa4\x01\n\x15AnswerToolCallRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12!\n\x0bresult_json\x18\x03 \x01(\tH\x00R\nresultJson\x12%\n\rerror_message\x18\x04 \x01(\tH\x00R\x0cerrorMessageB\x08\n\x06answer"\x18\n\x16AnswerToolCallResponse"=\n\x12GetSnapshotRequest\x12\'\n\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId"\\\n\x13GetSnapshotResponse\x12E\n\x08snapshot\x18\x01 \x01(\x0b2).agentlane.bridge.v1.ConversationSnapshotR\x08snapshot"U\n\x10SubscribeRequest\x12\x18\n\x07batched\x18\x01 \x01(\x08R\x07batched\x12\'\n\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId*Q\n\tStartMode\x12\x1a\n\x16START_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTART_MODE_COLD\x10\x01\x12\x13\n\x0fSTART_MODE_WARM\x10\x022\x9b\x02\n\x14BridgeControlService\x12K\n\x04Ping\x12 .agentlane.bridge.v1.PingRequest\x1a!.agentlane.bridge.v1.PingResponse\x12]\n\nGetVersion\x12&.agentlane.bridge.v1.GetVersionRequest\x1a\'.agentlane.bridge.v1.GetVersionResponse\x12W\n\x08Shutdown\x12$.agentlane.bridge.v1.ShutdownRequest\x1a%.agentlane.bridge.v1.ShutdownResponse2\xf4\x02\n\x13ConversationService\x12u\n\x12CreateConversation\x12..agentlane.bridge.v1.CreateConversationRequest\x1a/.agentlane.bridge.v1.CreateConversationResponse\x12r\n\x11ListConversations\x12-.agentlane.bridge.v1.ListConversationsRequest\x1a..agentlane.bridge.v1.ListConversationsResponse\x12r\n\x11CloseConversation\x12-.agentlane.bridge.v1.CloseConversationRequest\x1a..agentlane.bridge.v1.CloseConversationResponse2\xe3\x05\n\x0cAgentService\x12S\n\x06Prompt\x12".agentlane.bridge.v1.PromptRequest\x1a#.agentlane.bridge.v1.PromptResponse0\x01\x12T\n\x07Approve\x12#.agentlane.bridge.v1.ApproveRequest\x1a$.agentlane.bridge.v1.ApproveResponse\x12Q\n\x06Cancel\x12".agentlane.bridge.v1.CancelRequest\x1a#.agentlane.bridge.v1.CancelResponse\x12N\n\x05Reset\x12!.agentlane.bridge.v1.ResetRequest\x1a".agentlane.bridge.v1.ResetResponse\x12Z\n\tConfigure\x12%.agentlane.bridge.v1.ConfigureRequest\x1a&.agentlane.bridge.v1.ConfigureResponse\x12\\\n\tSubscribe\x12%.agentlane.bridge.v1.SubscribeRequest\x1a&.agentlane.bridge.v1.SubscribeResponse0\x01\x12i\n\x0eAnswerToolCall\x12*.agentlane.bridge.v1.AnswerToolCallRequest\x1a+.agentlane.bridge.v1.AnswerToolCallResponse\x12`\n\x0bGetSnapshot\x12\'.agentlane.bridge.v1.GetSnapshotRequest\x1a(.agentlane.bridge.v1.GetSnapshotResponseb\x06proto3',
     [],
     {
         "PromptResponse": PromptResponse,
         "SubscribeResponse": SubscribeResponse,
+        "ToolCall": ToolCall,
+        "ToolCallEnded": ToolCallEnded,
+        "ConversationSnapshot": ConversationSnapshot,
         "EventBatch": EventBatch,
         "BridgeEvent": BridgeEvent,
         "InvalidLine": InvalidLine,
@@ -1215,6 +1632,7 @@ _DESC = file_desc(
         "PingResponse": PingResponse,
         "GetVersionRequest": GetVersionRequest,
         "CreateConversationRequest": CreateConversationRequest,
+        "ToolDefinition": ToolDefinition,
         "CreateConversationResponse": CreateConversationResponse,
         "ListConversationsRequest": ListConversationsRequest,
         "ListConversationsResponse": ListConversationsResponse,
@@ -1235,6 +1653,10 @@ _DESC = file_desc(
         "ConfigureRequest": ConfigureRequest,
         "ConfigureResponse": ConfigureResponse,
         "ConfigureFailure": ConfigureFailure,
+        "AnswerToolCallRequest": AnswerToolCallRequest,
+        "AnswerToolCallResponse": AnswerToolCallResponse,
+        "GetSnapshotRequest": GetSnapshotRequest,
+        "GetSnapshotResponse": GetSnapshotResponse,
         "SubscribeRequest": SubscribeRequest,
         "StartMode": StartMode,
     },

@@ -56,6 +56,32 @@ export declare type PromptResponse = Message<"agentlane.bridge.v1.PromptResponse
      */
     value: InvalidLine;
     case: "invalidLine";
+  } | {
+    /**
+     * The agent calls one of the conversation's own tools: answer it with
+     * `AnswerToolCall` (capability "host-tools").
+     *
+     * @generated from field: agentlane.bridge.v1.ToolCall tool_call = 4;
+     */
+    value: ToolCall;
+    case: "toolCall";
+  } | {
+    /**
+     * A tool call ended without an answer being taken: stop its handler.
+     *
+     * @generated from field: agentlane.bridge.v1.ToolCallEnded tool_call_ended = 5;
+     */
+    value: ToolCallEnded;
+    case: "toolCallEnded";
+  } | {
+    /**
+     * The backend committed a run: the conversation's new snapshot
+     * (capability "snapshots"), before the run's terminal item.
+     *
+     * @generated from field: agentlane.bridge.v1.ConversationSnapshot snapshot = 6;
+     */
+    value: ConversationSnapshot;
+    case: "snapshot";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -103,6 +129,27 @@ export declare type SubscribeResponse = Message<"agentlane.bridge.v1.SubscribeRe
      */
     value: EventBatch;
     case: "batch";
+  } | {
+    /**
+     * As on `PromptResponse`: a subscriber may answer a tool call too (the
+     * run's `Prompt` stream is its owner).
+     *
+     * @generated from field: agentlane.bridge.v1.ToolCall tool_call = 4;
+     */
+    value: ToolCall;
+    case: "toolCall";
+  } | {
+    /**
+     * @generated from field: agentlane.bridge.v1.ToolCallEnded tool_call_ended = 5;
+     */
+    value: ToolCallEnded;
+    case: "toolCallEnded";
+  } | {
+    /**
+     * @generated from field: agentlane.bridge.v1.ConversationSnapshot snapshot = 6;
+     */
+    value: ConversationSnapshot;
+    case: "snapshot";
   } | { case: undefined; value?: undefined };
 };
 
@@ -111,6 +158,149 @@ export declare type SubscribeResponse = Message<"agentlane.bridge.v1.SubscribeRe
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export declare const SubscribeResponseSchema: GenMessage<SubscribeResponse>;
+
+/**
+ * A call of one of the conversation's own tools (declared at
+ * `CreateConversation`). Its arguments satisfy the tool's input schema (the
+ * bridge answered the model itself otherwise). The run waits for the
+ * answer; its owner is the run's `Prompt` stream: when that stream goes
+ * before the call is answered, the call ends as `host-unavailable` for the
+ * agent (and the run is cancelled).
+ *
+ * @generated from message agentlane.bridge.v1.ToolCall
+ */
+export declare type ToolCall = Message<"agentlane.bridge.v1.ToolCall"> & {
+  /**
+   * The call's bridge-wide id, `<conversation id>/tool-call-<n>`: what
+   * `AnswerToolCall` takes (it names its conversation).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The conversation whose agent calls.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * The tool's name, as declared.
+   *
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * The arguments as the backend wrote them: the text of a JSON object.
+   *
+   * @generated from field: string arguments_json = 4;
+   */
+  argumentsJson: string;
+
+  /**
+   * The model's id of the call (`tool_start.tool_call_id`) and the run's
+   * id, when the backend gave them.
+   *
+   * @generated from field: string tool_call_id = 5;
+   */
+  toolCallId: string;
+
+  /**
+   * @generated from field: string run_id = 6;
+   */
+  runId: string;
+
+  /**
+   * How long the bridge waits for the answer, from when it sent this item;
+   * 0: no deadline. Past it the agent gets a `timeout` failure and a
+   * `ToolCallEnded` item follows.
+   *
+   * @generated from field: uint32 timeout_ms = 7;
+   */
+  timeoutMs: number;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.ToolCall.
+ * Use `create(ToolCallSchema)` to create a new message.
+ */
+export declare const ToolCallSchema: GenMessage<ToolCall>;
+
+/**
+ * A tool call that ended without the application's answer: an answer now
+ * is refused (`not_found`). Stop the handler. It travels beside the
+ * backend's events: a call still open when the run's stream ends has ended
+ * too (the run's cancel ended it), whether or not this item came first.
+ *
+ * @generated from message agentlane.bridge.v1.ToolCallEnded
+ */
+export declare type ToolCallEnded = Message<"agentlane.bridge.v1.ToolCallEnded"> & {
+  /**
+   * `ToolCall.id`.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * Why: "cancelled" (the run's cancel, or the backend's own deadline),
+   * "timeout" (the bridge's deadline), "host-unavailable" (its owner went,
+   * or the conversation closes), "lost" (the backend's channel ended).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.ToolCallEnded.
+ * Use `create(ToolCallEndedSchema)` to create a new message.
+ */
+export declare const ToolCallEndedSchema: GenMessage<ToolCallEnded>;
+
+/**
+ * A conversation's committed state: agentlane 0.22's `AgentSnapshot`
+ * document (`schema_version`, `agent_id`, `revision`, `created_at`,
+ * `state` with the whole history), the same document the Node package's
+ * stores keep. Give it back as `CreateConversationRequest.resume_json` to
+ * continue the conversation in a new backend (after a bridge restart, on
+ * another machine).
+ *
+ * @generated from message agentlane.bridge.v1.ConversationSnapshot
+ */
+export declare type ConversationSnapshot = Message<"agentlane.bridge.v1.ConversationSnapshot"> & {
+  /**
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * The document's text, exactly as the backend saved it.
+   *
+   * @generated from field: string json = 2;
+   */
+  json: string;
+
+  /**
+   * The document's `revision` (it grows with every committed run).
+   *
+   * @generated from field: uint64 revision = 3;
+   */
+  revision: bigint;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.ConversationSnapshot.
+ * Use `create(ConversationSnapshotSchema)` to create a new message.
+ */
+export declare const ConversationSnapshotSchema: GenMessage<ConversationSnapshot>;
 
 /**
  * Consecutive backend events that came from the backend together (an
@@ -286,6 +476,48 @@ export declare type CreateConversationRequest = Message<"agentlane.bridge.v1.Cre
    * @generated from field: agentlane.bridge.v1.StartMode start_mode = 1;
    */
   startMode: StartMode;
+
+  /**
+   * The conversation's own tools, which its agent may call (capability
+   * "host-tools"): their calls come as `ToolCall` items on the run's
+   * streams. The backend's factory must add them
+   * (`shims=[host.tools()]`, docs/host-channel.md); one that does not is
+   * refused (`failed_precondition`, the backend stopped). A name declared
+   * twice, or a schema that is not usable JSON Schema: `invalid_argument`.
+   *
+   * @generated from field: repeated agentlane.bridge.v1.ToolDefinition tools = 2;
+   */
+  tools: ToolDefinition[];
+
+  /**
+   * A tool call's deadline unless its tool has its own; 0: the bridge's
+   * `--tool-timeout-ms`.
+   *
+   * @generated from field: uint32 tool_timeout_ms = 3;
+   */
+  toolTimeoutMs: number;
+
+  /**
+   * Keep the conversation's snapshots in the bridge (capability
+   * "snapshots"): its backend's store is the bridge (its factory passes
+   * `state_store=host.state_store()`), each committed run comes as a
+   * `ConversationSnapshot` item and `GetSnapshot` answers the last one.
+   *
+   * @generated from field: bool keep_snapshots = 4;
+   */
+  keepSnapshots: boolean;
+
+  /**
+   * Resume from a snapshot (a `ConversationSnapshot.json`): the backend
+   * loads it at start and continues with its whole history. Implies
+   * `keep_snapshots`. A document that is not an agentlane snapshot of
+   * schema version 1 is `invalid_argument` before anything starts; a
+   * backend whose factory does not load from the host's store is refused
+   * (`failed_precondition`): its history would be silently lost.
+   *
+   * @generated from field: string resume_json = 5;
+   */
+  resumeJson: string;
 };
 
 /**
@@ -293,6 +525,46 @@ export declare type CreateConversationRequest = Message<"agentlane.bridge.v1.Cre
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export declare const CreateConversationRequestSchema: GenMessage<CreateConversationRequest>;
+
+/**
+ * One tool the application offers the conversation's agent.
+ *
+ * @generated from message agentlane.bridge.v1.ToolDefinition
+ */
+export declare type ToolDefinition = Message<"agentlane.bridge.v1.ToolDefinition"> & {
+  /**
+   * The name the model calls it by.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Its input's JSON Schema, as the text of a JSON object (draft 2020-12
+   * unless its `$schema` says otherwise; a `$ref` must stay inside it).
+   *
+   * @generated from field: string input_schema_json = 3;
+   */
+  inputSchemaJson: string;
+
+  /**
+   * Its call's deadline; 0: the conversation's.
+   *
+   * @generated from field: uint32 timeout_ms = 4;
+   */
+  timeoutMs: number;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.ToolDefinition.
+ * Use `create(ToolDefinitionSchema)` to create a new message.
+ */
+export declare const ToolDefinitionSchema: GenMessage<ToolDefinition>;
 
 /**
  * @generated from message agentlane.bridge.v1.CreateConversationResponse
@@ -814,6 +1086,104 @@ export declare type ConfigureFailure = Message<"agentlane.bridge.v1.ConfigureFai
 export declare const ConfigureFailureSchema: GenMessage<ConfigureFailure>;
 
 /**
+ * @generated from message agentlane.bridge.v1.AnswerToolCallRequest
+ */
+export declare type AnswerToolCallRequest = Message<"agentlane.bridge.v1.AnswerToolCallRequest"> & {
+  /**
+   * `ToolCall.id` (it names its conversation, so `conversation_id` may be
+   * left out).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The conversation addressed; must be the call's when given.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * @generated from oneof agentlane.bridge.v1.AnswerToolCallRequest.answer
+   */
+  answer: {
+    /**
+     * The tool's result: the text of one JSON value (a string is shown to
+     * the model as it is, any other value as its JSON).
+     *
+     * @generated from field: string result_json = 3;
+     */
+    value: string;
+    case: "resultJson";
+  } | {
+    /**
+     * The tool failed: the model reads this message (`tool_end ok:false`,
+     * kind `tool-error`) and the run goes on.
+     *
+     * @generated from field: string error_message = 4;
+     */
+    value: string;
+    case: "errorMessage";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.AnswerToolCallRequest.
+ * Use `create(AnswerToolCallRequestSchema)` to create a new message.
+ */
+export declare const AnswerToolCallRequestSchema: GenMessage<AnswerToolCallRequest>;
+
+/**
+ * @generated from message agentlane.bridge.v1.AnswerToolCallResponse
+ */
+export declare type AnswerToolCallResponse = Message<"agentlane.bridge.v1.AnswerToolCallResponse"> & {
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.AnswerToolCallResponse.
+ * Use `create(AnswerToolCallResponseSchema)` to create a new message.
+ */
+export declare const AnswerToolCallResponseSchema: GenMessage<AnswerToolCallResponse>;
+
+/**
+ * @generated from message agentlane.bridge.v1.GetSnapshotRequest
+ */
+export declare type GetSnapshotRequest = Message<"agentlane.bridge.v1.GetSnapshotRequest"> & {
+  /**
+   * The conversation addressed; absent or empty: the default conversation.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.GetSnapshotRequest.
+ * Use `create(GetSnapshotRequestSchema)` to create a new message.
+ */
+export declare const GetSnapshotRequestSchema: GenMessage<GetSnapshotRequest>;
+
+/**
+ * @generated from message agentlane.bridge.v1.GetSnapshotResponse
+ */
+export declare type GetSnapshotResponse = Message<"agentlane.bridge.v1.GetSnapshotResponse"> & {
+  /**
+   * Unset before the conversation's first committed run (and after a
+   * `Reset`, which deletes it) unless it was resumed.
+   *
+   * @generated from field: agentlane.bridge.v1.ConversationSnapshot snapshot = 1;
+   */
+  snapshot?: ConversationSnapshot | undefined;
+};
+
+/**
+ * Describes the message agentlane.bridge.v1.GetSnapshotResponse.
+ * Use `create(GetSnapshotResponseSchema)` to create a new message.
+ */
+export declare const GetSnapshotResponseSchema: GenMessage<GetSnapshotResponse>;
+
+/**
  * @generated from message agentlane.bridge.v1.SubscribeRequest
  */
 export declare type SubscribeRequest = Message<"agentlane.bridge.v1.SubscribeRequest"> & {
@@ -1053,6 +1423,36 @@ export declare const AgentService: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeRequestSchema;
     output: typeof SubscribeResponseSchema;
+  },
+  /**
+   * Answers a call of one of the conversation's own tools (a `ToolCall`
+   * item of the run's streams) with its result or its error, as `Approve`
+   * answers an approval (capability "host-tools"). `not_found` when the
+   * call is not pending (answered, ended by its deadline, the run's cancel
+   * or its owner's drop, or never was); `invalid_argument` for a result
+   * that is not one JSON value, or a call id of another conversation than
+   * the `conversation_id` given.
+   *
+   * @generated from rpc agentlane.bridge.v1.AgentService.AnswerToolCall
+   */
+  answerToolCall: {
+    methodKind: "unary";
+    input: typeof AnswerToolCallRequestSchema;
+    output: typeof AnswerToolCallResponseSchema;
+  },
+  /**
+   * The conversation's last committed snapshot (capability "snapshots"):
+   * the agentlane `AgentSnapshot` document its backend saved after its last
+   * successful run (or the one it was resumed from). `failed_precondition`
+   * when its backend's factory keeps no state in the host (no
+   * `state_store=host.state_store()`).
+   *
+   * @generated from rpc agentlane.bridge.v1.AgentService.GetSnapshot
+   */
+  getSnapshot: {
+    methodKind: "unary";
+    input: typeof GetSnapshotRequestSchema;
+    output: typeof GetSnapshotResponseSchema;
   },
 }>;
 

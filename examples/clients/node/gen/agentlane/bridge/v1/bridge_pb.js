@@ -28,7 +28,7 @@ import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/
  * Describes the file agentlane/bridge/v1/bridge.proto.
  */
 export const file_agentlane_bridge_v1_bridge = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGxhbmUvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxITYWdlbnRsYW5lLmJyaWRnZS52MSKwAQoOUHJvbXB0UmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAEikKBXVzYWdlGAMgASgLMhouYWdlbnRsYW5lLmJyaWRnZS52MS5Vc2FnZUIGCgRpdGVtIroBChFTdWJzY3JpYmVSZXNwb25zZRIxCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnRIABI4CgxpbnZhbGlkX2xpbmUYAiABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkludmFsaWRMaW5lSAASMAoFYmF0Y2gYAyABKAsyHy5hZ2VudGxhbmUuYnJpZGdlLnYxLkV2ZW50QmF0Y2hIAEIGCgRpdGVtIi0KCkV2ZW50QmF0Y2gSEQoJZmlyc3Rfc2VxGAEgASgEEgwKBGpzb24YAiABKAkiSwoLQnJpZGdlRXZlbnQSCwoDc2VxGAEgASgEEgwKBHR5cGUYAiABKAkSDAoEanNvbhgDIAEoCRITCgthcHByb3ZhbF9pZBgEIAEoCSJcCgtJbnZhbGlkTGluZRILCgNzZXEYASABKAQSDwoHbWVzc2FnZRgCIAEoCRIOCgZmaWVsZHMYAyADKAkSEQoJbGluZV9oZWFkGAQgASgJEgwKBGNvZGUYBSABKAkiDQoLUGluZ1JlcXVlc3QiHwoMUGluZ1Jlc3BvbnNlEg8KB21lc3NhZ2UYASABKAkiEwoRR2V0VmVyc2lvblJlcXVlc3QiTwoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBIyCgpzdGFydF9tb2RlGAEgASgOMh4uYWdlbnRsYW5lLmJyaWRnZS52MS5TdGFydE1vZGUiVQoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USNwoMY29udmVyc2F0aW9uGAEgASgLMiEuYWdlbnRsYW5lLmJyaWRnZS52MS5Db252ZXJzYXRpb24iGgoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0IlUKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USOAoNY29udmVyc2F0aW9ucxgBIAMoCzIhLmFnZW50bGFuZS5icmlkZ2UudjEuQ29udmVyc2F0aW9uIogBCgxDb252ZXJzYXRpb24SCgoCaWQYASABKAkSEgoKcmVhZHlfanNvbhgCIAEoCRIyCgpzdGFydF9tb2RlGAMgASgOMh4uYWdlbnRsYW5lLmJyaWRnZS52MS5TdGFydE1vZGUSEwoLYmFja2VuZF9waWQYBCABKA0SDwoHcnVubmluZxgFIAEoCCI4ChhDbG9zZUNvbnZlcnNhdGlvblJlcXVlc3QSCgoCaWQYASABKAkSEAoIZ3JhY2VfbXMYAiABKA0iXgoZQ2xvc2VDb252ZXJzYXRpb25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiYgoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoBBIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoBBIUCgx0b3RhbF90b2tlbnMYAyABKAQSEQoJcmVzcG9uc2VzGAQgASgNIn0KEkdldFZlcnNpb25SZXNwb25zZRIWCg5icmlkZ2VfdmVyc2lvbhgBIAEoCRILCgNhcGkYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoCRISCgpyZWFkeV9qc29uGAQgASgJEhQKDGNhcGFiaWxpdGllcxgFIAMoCSIjCg9TaHV0ZG93blJlcXVlc3QSEAoIZ3JhY2VfbXMYASABKA0iVQoQU2h1dGRvd25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiNgoNUHJvbXB0UmVxdWVzdBIMCgR0ZXh0GAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSJmCg5BcHByb3ZlUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEhMKBnJlYXNvbhgDIAEoCUgAiAEBEhcKD2NvbnZlcnNhdGlvbl9pZBgEIAEoCUIJCgdfcmVhc29uIkUKD0FwcHJvdmVSZXNwb25zZRIyCghyZXNvbHZlZBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiKAoNQ2FuY2VsUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiQQoOQ2FuY2VsUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IicKDFJlc2V0UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiQAoNUmVzZXRSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiPwoQQ29uZmlndXJlUmVxdWVzdBISCgpwYXRjaF9qc29uGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSJEChFDb25maWd1cmVSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiUQoQQ29uZmlndXJlRmFpbHVyZRIMCgRjb2RlGAEgASgJEi8KBWV2ZW50GAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCI8ChBTdWJzY3JpYmVSZXF1ZXN0Eg8KB2JhdGNoZWQYASABKAgSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJKlEKCVN0YXJ0TW9kZRIaChZTVEFSVF9NT0RFX1VOU1BFQ0lGSUVEEAASEwoPU1RBUlRfTU9ERV9DT0xEEAESEwoPU1RBUlRfTU9ERV9XQVJNEAIymwIKFEJyaWRnZUNvbnRyb2xTZXJ2aWNlEksKBFBpbmcSIC5hZ2VudGxhbmUuYnJpZGdlLnYxLlBpbmdSZXF1ZXN0GiEuYWdlbnRsYW5lLmJyaWRnZS52MS5QaW5nUmVzcG9uc2USXQoKR2V0VmVyc2lvbhImLmFnZW50bGFuZS5icmlkZ2UudjEuR2V0VmVyc2lvblJlcXVlc3QaJy5hZ2VudGxhbmUuYnJpZGdlLnYxLkdldFZlcnNpb25SZXNwb25zZRJXCghTaHV0ZG93bhIkLmFnZW50bGFuZS5icmlkZ2UudjEuU2h1dGRvd25SZXF1ZXN0GiUuYWdlbnRsYW5lLmJyaWRnZS52MS5TaHV0ZG93blJlc3BvbnNlMvQCChNDb252ZXJzYXRpb25TZXJ2aWNlEnUKEkNyZWF0ZUNvbnZlcnNhdGlvbhIuLmFnZW50bGFuZS5icmlkZ2UudjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBovLmFnZW50bGFuZS5icmlkZ2UudjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2UScgoRTGlzdENvbnZlcnNhdGlvbnMSLS5hZ2VudGxhbmUuYnJpZGdlLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBouLmFnZW50bGFuZS5icmlkZ2UudjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRJyChFDbG9zZUNvbnZlcnNhdGlvbhItLmFnZW50bGFuZS5icmlkZ2UudjEuQ2xvc2VDb252ZXJzYXRpb25SZXF1ZXN0Gi4uYWdlbnRsYW5lLmJyaWRnZS52MS5DbG9zZUNvbnZlcnNhdGlvblJlc3BvbnNlMpYECgxBZ2VudFNlcnZpY2USUwoGUHJvbXB0EiIuYWdlbnRsYW5lLmJyaWRnZS52MS5Qcm9tcHRSZXF1ZXN0GiMuYWdlbnRsYW5lLmJyaWRnZS52MS5Qcm9tcHRSZXNwb25zZTABElQKB0FwcHJvdmUSIy5hZ2VudGxhbmUuYnJpZGdlLnYxLkFwcHJvdmVSZXF1ZXN0GiQuYWdlbnRsYW5lLmJyaWRnZS52MS5BcHByb3ZlUmVzcG9uc2USUQoGQ2FuY2VsEiIuYWdlbnRsYW5lLmJyaWRnZS52MS5DYW5jZWxSZXF1ZXN0GiMuYWdlbnRsYW5lLmJyaWRnZS52MS5DYW5jZWxSZXNwb25zZRJOCgVSZXNldBIhLmFnZW50bGFuZS5icmlkZ2UudjEuUmVzZXRSZXF1ZXN0GiIuYWdlbnRsYW5lLmJyaWRnZS52MS5SZXNldFJlc3BvbnNlEloKCUNvbmZpZ3VyZRIlLmFnZW50bGFuZS5icmlkZ2UudjEuQ29uZmlndXJlUmVxdWVzdBomLmFnZW50bGFuZS5icmlkZ2UudjEuQ29uZmlndXJlUmVzcG9uc2USXAoJU3Vic2NyaWJlEiUuYWdlbnRsYW5lLmJyaWRnZS52MS5TdWJzY3JpYmVSZXF1ZXN0GiYuYWdlbnRsYW5lLmJyaWRnZS52MS5TdWJzY3JpYmVSZXNwb25zZTABYgZwcm90bzM");
+  fileDesc("CiBhZ2VudGxhbmUvYnJpZGdlL3YxL2JyaWRnZS5wcm90bxITYWdlbnRsYW5lLmJyaWRnZS52MSLiAgoOUHJvbXB0UmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAEjIKCXRvb2xfY2FsbBgEIAEoCzIdLmFnZW50bGFuZS5icmlkZ2UudjEuVG9vbENhbGxIABI9Cg90b29sX2NhbGxfZW5kZWQYBSABKAsyIi5hZ2VudGxhbmUuYnJpZGdlLnYxLlRvb2xDYWxsRW5kZWRIABI9CghzbmFwc2hvdBgGIAEoCzIpLmFnZW50bGFuZS5icmlkZ2UudjEuQ29udmVyc2F0aW9uU25hcHNob3RIABIpCgV1c2FnZRgDIAEoCzIaLmFnZW50bGFuZS5icmlkZ2UudjEuVXNhZ2VCBgoEaXRlbSLsAgoRU3Vic2NyaWJlUmVzcG9uc2USMQoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50SAASOAoMaW52YWxpZF9saW5lGAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5JbnZhbGlkTGluZUgAEjAKBWJhdGNoGAMgASgLMh8uYWdlbnRsYW5lLmJyaWRnZS52MS5FdmVudEJhdGNoSAASMgoJdG9vbF9jYWxsGAQgASgLMh0uYWdlbnRsYW5lLmJyaWRnZS52MS5Ub29sQ2FsbEgAEj0KD3Rvb2xfY2FsbF9lbmRlZBgFIAEoCzIiLmFnZW50bGFuZS5icmlkZ2UudjEuVG9vbENhbGxFbmRlZEgAEj0KCHNuYXBzaG90GAYgASgLMikuYWdlbnRsYW5lLmJyaWRnZS52MS5Db252ZXJzYXRpb25TbmFwc2hvdEgAQgYKBGl0ZW0ijwEKCFRvb2xDYWxsEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhYKDmFyZ3VtZW50c19qc29uGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSEgoKdGltZW91dF9tcxgHIAEoDSJECg1Ub29sQ2FsbEVuZGVkEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiTwoUQ29udmVyc2F0aW9uU25hcHNob3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBGpzb24YAiABKAkSEAoIcmV2aXNpb24YAyABKAQiLQoKRXZlbnRCYXRjaBIRCglmaXJzdF9zZXEYASABKAQSDAoEanNvbhgCIAEoCSJLCgtCcmlkZ2VFdmVudBILCgNzZXEYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRqc29uGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIlwKC0ludmFsaWRMaW5lEgsKA3NlcRgBIAEoBBIPCgdtZXNzYWdlGAIgASgJEg4KBmZpZWxkcxgDIAMoCRIRCglsaW5lX2hlYWQYBCABKAkSDAoEY29kZRgFIAEoCSINCgtQaW5nUmVxdWVzdCIfCgxQaW5nUmVzcG9uc2USDwoHbWVzc2FnZRgBIAEoCSITChFHZXRWZXJzaW9uUmVxdWVzdCLJAQoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBIyCgpzdGFydF9tb2RlGAEgASgOMh4uYWdlbnRsYW5lLmJyaWRnZS52MS5TdGFydE1vZGUSMgoFdG9vbHMYAiADKAsyIy5hZ2VudGxhbmUuYnJpZGdlLnYxLlRvb2xEZWZpbml0aW9uEhcKD3Rvb2xfdGltZW91dF9tcxgDIAEoDRIWCg5rZWVwX3NuYXBzaG90cxgEIAEoCBITCgtyZXN1bWVfanNvbhgFIAEoCSJiCg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhkKEWlucHV0X3NjaGVtYV9qc29uGAMgASgJEhIKCnRpbWVvdXRfbXMYBCABKA0iVQoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USNwoMY29udmVyc2F0aW9uGAEgASgLMiEuYWdlbnRsYW5lLmJyaWRnZS52MS5Db252ZXJzYXRpb24iGgoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0IlUKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USOAoNY29udmVyc2F0aW9ucxgBIAMoCzIhLmFnZW50bGFuZS5icmlkZ2UudjEuQ29udmVyc2F0aW9uIogBCgxDb252ZXJzYXRpb24SCgoCaWQYASABKAkSEgoKcmVhZHlfanNvbhgCIAEoCRIyCgpzdGFydF9tb2RlGAMgASgOMh4uYWdlbnRsYW5lLmJyaWRnZS52MS5TdGFydE1vZGUSEwoLYmFja2VuZF9waWQYBCABKA0SDwoHcnVubmluZxgFIAEoCCI4ChhDbG9zZUNvbnZlcnNhdGlvblJlcXVlc3QSCgoCaWQYASABKAkSEAoIZ3JhY2VfbXMYAiABKA0iXgoZQ2xvc2VDb252ZXJzYXRpb25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiYgoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoBBIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoBBIUCgx0b3RhbF90b2tlbnMYAyABKAQSEQoJcmVzcG9uc2VzGAQgASgNIn0KEkdldFZlcnNpb25SZXNwb25zZRIWCg5icmlkZ2VfdmVyc2lvbhgBIAEoCRILCgNhcGkYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoCRISCgpyZWFkeV9qc29uGAQgASgJEhQKDGNhcGFiaWxpdGllcxgFIAMoCSIjCg9TaHV0ZG93blJlcXVlc3QSEAoIZ3JhY2VfbXMYASABKA0iVQoQU2h1dGRvd25SZXNwb25zZRIZChFiYWNrZW5kX2V4aXRfY29kZRgBIAEoBRIWCg5iYWNrZW5kX3NpZ25hbBgCIAEoBRIOCgZraWxsZWQYAyABKAgiNgoNUHJvbXB0UmVxdWVzdBIMCgR0ZXh0GAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSJmCg5BcHByb3ZlUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEhMKBnJlYXNvbhgDIAEoCUgAiAEBEhcKD2NvbnZlcnNhdGlvbl9pZBgEIAEoCUIJCgdfcmVhc29uIkUKD0FwcHJvdmVSZXNwb25zZRIyCghyZXNvbHZlZBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiKAoNQ2FuY2VsUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiQQoOQ2FuY2VsUmVzcG9uc2USLwoFZXZlbnQYASABKAsyIC5hZ2VudGxhbmUuYnJpZGdlLnYxLkJyaWRnZUV2ZW50IicKDFJlc2V0UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiQAoNUmVzZXRSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiPwoQQ29uZmlndXJlUmVxdWVzdBISCgpwYXRjaF9qc29uGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSJEChFDb25maWd1cmVSZXNwb25zZRIvCgVldmVudBgBIAEoCzIgLmFnZW50bGFuZS5icmlkZ2UudjEuQnJpZGdlRXZlbnQiUQoQQ29uZmlndXJlRmFpbHVyZRIMCgRjb2RlGAEgASgJEi8KBWV2ZW50GAIgASgLMiAuYWdlbnRsYW5lLmJyaWRnZS52MS5CcmlkZ2VFdmVudCJ2ChVBbnN3ZXJUb29sQ2FsbFJlcXVlc3QSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhUKC3Jlc3VsdF9qc29uGAMgASgJSAASFwoNZXJyb3JfbWVzc2FnZRgEIAEoCUgAQggKBmFuc3dlciIYChZBbnN3ZXJUb29sQ2FsbFJlc3BvbnNlIi0KEkdldFNuYXBzaG90UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiUgoTR2V0U25hcHNob3RSZXNwb25zZRI7CghzbmFwc2hvdBgBIAEoCzIpLmFnZW50bGFuZS5icmlkZ2UudjEuQ29udmVyc2F0aW9uU25hcHNob3QiPAoQU3Vic2NyaWJlUmVxdWVzdBIPCgdiYXRjaGVkGAEgASgIEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCSpRCglTdGFydE1vZGUSGgoWU1RBUlRfTU9ERV9VTlNQRUNJRklFRBAAEhMKD1NUQVJUX01PREVfQ09MRBABEhMKD1NUQVJUX01PREVfV0FSTRACMpsCChRCcmlkZ2VDb250cm9sU2VydmljZRJLCgRQaW5nEiAuYWdlbnRsYW5lLmJyaWRnZS52MS5QaW5nUmVxdWVzdBohLmFnZW50bGFuZS5icmlkZ2UudjEuUGluZ1Jlc3BvbnNlEl0KCkdldFZlcnNpb24SJi5hZ2VudGxhbmUuYnJpZGdlLnYxLkdldFZlcnNpb25SZXF1ZXN0GicuYWdlbnRsYW5lLmJyaWRnZS52MS5HZXRWZXJzaW9uUmVzcG9uc2USVwoIU2h1dGRvd24SJC5hZ2VudGxhbmUuYnJpZGdlLnYxLlNodXRkb3duUmVxdWVzdBolLmFnZW50bGFuZS5icmlkZ2UudjEuU2h1dGRvd25SZXNwb25zZTL0AgoTQ29udmVyc2F0aW9uU2VydmljZRJ1ChJDcmVhdGVDb252ZXJzYXRpb24SLi5hZ2VudGxhbmUuYnJpZGdlLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaLy5hZ2VudGxhbmUuYnJpZGdlLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEnIKEUxpc3RDb252ZXJzYXRpb25zEi0uYWdlbnRsYW5lLmJyaWRnZS52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaLi5hZ2VudGxhbmUuYnJpZGdlLnYxLkxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2UScgoRQ2xvc2VDb252ZXJzYXRpb24SLS5hZ2VudGxhbmUuYnJpZGdlLnYxLkNsb3NlQ29udmVyc2F0aW9uUmVxdWVzdBouLmFnZW50bGFuZS5icmlkZ2UudjEuQ2xvc2VDb252ZXJzYXRpb25SZXNwb25zZTLjBQoMQWdlbnRTZXJ2aWNlElMKBlByb21wdBIiLmFnZW50bGFuZS5icmlkZ2UudjEuUHJvbXB0UmVxdWVzdBojLmFnZW50bGFuZS5icmlkZ2UudjEuUHJvbXB0UmVzcG9uc2UwARJUCgdBcHByb3ZlEiMuYWdlbnRsYW5lLmJyaWRnZS52MS5BcHByb3ZlUmVxdWVzdBokLmFnZW50bGFuZS5icmlkZ2UudjEuQXBwcm92ZVJlc3BvbnNlElEKBkNhbmNlbBIiLmFnZW50bGFuZS5icmlkZ2UudjEuQ2FuY2VsUmVxdWVzdBojLmFnZW50bGFuZS5icmlkZ2UudjEuQ2FuY2VsUmVzcG9uc2USTgoFUmVzZXQSIS5hZ2VudGxhbmUuYnJpZGdlLnYxLlJlc2V0UmVxdWVzdBoiLmFnZW50bGFuZS5icmlkZ2UudjEuUmVzZXRSZXNwb25zZRJaCglDb25maWd1cmUSJS5hZ2VudGxhbmUuYnJpZGdlLnYxLkNvbmZpZ3VyZVJlcXVlc3QaJi5hZ2VudGxhbmUuYnJpZGdlLnYxLkNvbmZpZ3VyZVJlc3BvbnNlElwKCVN1YnNjcmliZRIlLmFnZW50bGFuZS5icmlkZ2UudjEuU3Vic2NyaWJlUmVxdWVzdBomLmFnZW50bGFuZS5icmlkZ2UudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJpCg5BbnN3ZXJUb29sQ2FsbBIqLmFnZW50bGFuZS5icmlkZ2UudjEuQW5zd2VyVG9vbENhbGxSZXF1ZXN0GisuYWdlbnRsYW5lLmJyaWRnZS52MS5BbnN3ZXJUb29sQ2FsbFJlc3BvbnNlEmAKC0dldFNuYXBzaG90EicuYWdlbnRsYW5lLmJyaWRnZS52MS5HZXRTbmFwc2hvdFJlcXVlc3QaKC5hZ2VudGxhbmUuYnJpZGdlLnYxLkdldFNuYXBzaG90UmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * Describes the message agentlane.bridge.v1.PromptResponse.
@@ -45,200 +45,256 @@ export const SubscribeResponseSchema = /*@__PURE__*/
   messageDesc(file_agentlane_bridge_v1_bridge, 1);
 
 /**
+ * Describes the message agentlane.bridge.v1.ToolCall.
+ * Use `create(ToolCallSchema)` to create a new message.
+ */
+export const ToolCallSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 2);
+
+/**
+ * Describes the message agentlane.bridge.v1.ToolCallEnded.
+ * Use `create(ToolCallEndedSchema)` to create a new message.
+ */
+export const ToolCallEndedSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 3);
+
+/**
+ * Describes the message agentlane.bridge.v1.ConversationSnapshot.
+ * Use `create(ConversationSnapshotSchema)` to create a new message.
+ */
+export const ConversationSnapshotSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 4);
+
+/**
  * Describes the message agentlane.bridge.v1.EventBatch.
  * Use `create(EventBatchSchema)` to create a new message.
  */
 export const EventBatchSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 2);
+  messageDesc(file_agentlane_bridge_v1_bridge, 5);
 
 /**
  * Describes the message agentlane.bridge.v1.BridgeEvent.
  * Use `create(BridgeEventSchema)` to create a new message.
  */
 export const BridgeEventSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 3);
+  messageDesc(file_agentlane_bridge_v1_bridge, 6);
 
 /**
  * Describes the message agentlane.bridge.v1.InvalidLine.
  * Use `create(InvalidLineSchema)` to create a new message.
  */
 export const InvalidLineSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 4);
+  messageDesc(file_agentlane_bridge_v1_bridge, 7);
 
 /**
  * Describes the message agentlane.bridge.v1.PingRequest.
  * Use `create(PingRequestSchema)` to create a new message.
  */
 export const PingRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 5);
+  messageDesc(file_agentlane_bridge_v1_bridge, 8);
 
 /**
  * Describes the message agentlane.bridge.v1.PingResponse.
  * Use `create(PingResponseSchema)` to create a new message.
  */
 export const PingResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 6);
+  messageDesc(file_agentlane_bridge_v1_bridge, 9);
 
 /**
  * Describes the message agentlane.bridge.v1.GetVersionRequest.
  * Use `create(GetVersionRequestSchema)` to create a new message.
  */
 export const GetVersionRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 7);
+  messageDesc(file_agentlane_bridge_v1_bridge, 10);
 
 /**
  * Describes the message agentlane.bridge.v1.CreateConversationRequest.
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 8);
+  messageDesc(file_agentlane_bridge_v1_bridge, 11);
+
+/**
+ * Describes the message agentlane.bridge.v1.ToolDefinition.
+ * Use `create(ToolDefinitionSchema)` to create a new message.
+ */
+export const ToolDefinitionSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 12);
 
 /**
  * Describes the message agentlane.bridge.v1.CreateConversationResponse.
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 9);
+  messageDesc(file_agentlane_bridge_v1_bridge, 13);
 
 /**
  * Describes the message agentlane.bridge.v1.ListConversationsRequest.
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 10);
+  messageDesc(file_agentlane_bridge_v1_bridge, 14);
 
 /**
  * Describes the message agentlane.bridge.v1.ListConversationsResponse.
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 11);
+  messageDesc(file_agentlane_bridge_v1_bridge, 15);
 
 /**
  * Describes the message agentlane.bridge.v1.Conversation.
  * Use `create(ConversationSchema)` to create a new message.
  */
 export const ConversationSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 12);
+  messageDesc(file_agentlane_bridge_v1_bridge, 16);
 
 /**
  * Describes the message agentlane.bridge.v1.CloseConversationRequest.
  * Use `create(CloseConversationRequestSchema)` to create a new message.
  */
 export const CloseConversationRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 13);
+  messageDesc(file_agentlane_bridge_v1_bridge, 17);
 
 /**
  * Describes the message agentlane.bridge.v1.CloseConversationResponse.
  * Use `create(CloseConversationResponseSchema)` to create a new message.
  */
 export const CloseConversationResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 14);
+  messageDesc(file_agentlane_bridge_v1_bridge, 18);
 
 /**
  * Describes the message agentlane.bridge.v1.Usage.
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 15);
+  messageDesc(file_agentlane_bridge_v1_bridge, 19);
 
 /**
  * Describes the message agentlane.bridge.v1.GetVersionResponse.
  * Use `create(GetVersionResponseSchema)` to create a new message.
  */
 export const GetVersionResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 16);
+  messageDesc(file_agentlane_bridge_v1_bridge, 20);
 
 /**
  * Describes the message agentlane.bridge.v1.ShutdownRequest.
  * Use `create(ShutdownRequestSchema)` to create a new message.
  */
 export const ShutdownRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 17);
+  messageDesc(file_agentlane_bridge_v1_bridge, 21);
 
 /**
  * Describes the message agentlane.bridge.v1.ShutdownResponse.
  * Use `create(ShutdownResponseSchema)` to create a new message.
  */
 export const ShutdownResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 18);
+  messageDesc(file_agentlane_bridge_v1_bridge, 22);
 
 /**
  * Describes the message agentlane.bridge.v1.PromptRequest.
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 19);
+  messageDesc(file_agentlane_bridge_v1_bridge, 23);
 
 /**
  * Describes the message agentlane.bridge.v1.ApproveRequest.
  * Use `create(ApproveRequestSchema)` to create a new message.
  */
 export const ApproveRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 20);
+  messageDesc(file_agentlane_bridge_v1_bridge, 24);
 
 /**
  * Describes the message agentlane.bridge.v1.ApproveResponse.
  * Use `create(ApproveResponseSchema)` to create a new message.
  */
 export const ApproveResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 21);
+  messageDesc(file_agentlane_bridge_v1_bridge, 25);
 
 /**
  * Describes the message agentlane.bridge.v1.CancelRequest.
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 22);
+  messageDesc(file_agentlane_bridge_v1_bridge, 26);
 
 /**
  * Describes the message agentlane.bridge.v1.CancelResponse.
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 23);
+  messageDesc(file_agentlane_bridge_v1_bridge, 27);
 
 /**
  * Describes the message agentlane.bridge.v1.ResetRequest.
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 24);
+  messageDesc(file_agentlane_bridge_v1_bridge, 28);
 
 /**
  * Describes the message agentlane.bridge.v1.ResetResponse.
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 25);
+  messageDesc(file_agentlane_bridge_v1_bridge, 29);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureRequest.
  * Use `create(ConfigureRequestSchema)` to create a new message.
  */
 export const ConfigureRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 26);
+  messageDesc(file_agentlane_bridge_v1_bridge, 30);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureResponse.
  * Use `create(ConfigureResponseSchema)` to create a new message.
  */
 export const ConfigureResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 27);
+  messageDesc(file_agentlane_bridge_v1_bridge, 31);
 
 /**
  * Describes the message agentlane.bridge.v1.ConfigureFailure.
  * Use `create(ConfigureFailureSchema)` to create a new message.
  */
 export const ConfigureFailureSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 28);
+  messageDesc(file_agentlane_bridge_v1_bridge, 32);
+
+/**
+ * Describes the message agentlane.bridge.v1.AnswerToolCallRequest.
+ * Use `create(AnswerToolCallRequestSchema)` to create a new message.
+ */
+export const AnswerToolCallRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 33);
+
+/**
+ * Describes the message agentlane.bridge.v1.AnswerToolCallResponse.
+ * Use `create(AnswerToolCallResponseSchema)` to create a new message.
+ */
+export const AnswerToolCallResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 34);
+
+/**
+ * Describes the message agentlane.bridge.v1.GetSnapshotRequest.
+ * Use `create(GetSnapshotRequestSchema)` to create a new message.
+ */
+export const GetSnapshotRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 35);
+
+/**
+ * Describes the message agentlane.bridge.v1.GetSnapshotResponse.
+ * Use `create(GetSnapshotResponseSchema)` to create a new message.
+ */
+export const GetSnapshotResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentlane_bridge_v1_bridge, 36);
 
 /**
  * Describes the message agentlane.bridge.v1.SubscribeRequest.
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentlane_bridge_v1_bridge, 29);
+  messageDesc(file_agentlane_bridge_v1_bridge, 37);
 
 /**
  * Describes the enum agentlane.bridge.v1.StartMode.
