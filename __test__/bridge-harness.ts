@@ -55,7 +55,10 @@ export interface Seen {
 
 type Event = { seq: bigint; type: string; json: string; approvalId?: string };
 type Item = {
-  item: { case: "event"; value: Event } | { case: "invalidLine"; value: any } | { case: "batch"; value: { firstSeq: bigint; json: string } } | { case: undefined };
+  item: { case: "event"; value: Event } | { case: "invalidLine"; value: any } | { case: "batch"; value: { firstSeq: bigint; json: string } }
+    // Host tool calls and snapshots (issues 31, 33): not events; collect() skips them.
+    | { case: "toolCall" | "toolCallEnded" | "snapshot"; value: unknown }
+    | { case: undefined };
 };
 
 function seen(value: Event): Seen {
