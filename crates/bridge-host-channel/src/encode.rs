@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::protocol::{ReplyErrorKind, MAX_LINE_BYTES};
+use crate::protocol::{ReplyErrorKind, MAX_LINE_BYTES, MAX_NESTING};
 
 /// A call's answer, as the application gives it.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,11 +113,44 @@ fn json_string(text: &str) -> String {
 fn one_line_json(text: &str) -> Result<Cow<'_, str>, String> {
     serde_json::from_str::<&RawValue>(text)
         .map_err(|error| format!("the result is not one JSON value ({error})"))?;
+    if nesting(text) > MAX_NESTING {
+        return Err(format!(
+            "the result nests arrays and objects deeper than {MAX_NESTING} levels"
+        ));
+    }
     if text.contains(['\n', '\r']) {
         Ok(Cow::Owned(text.replace(['\n', '\r'], " ")))
     } else {
         Ok(Cow::Borrowed(text))
     }
+}
+
+/// The deepest nesting of arrays and objects in `text`, one JSON value
+/// already judged valid (so brackets inside strings are the only trap).
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    deepest
 }
 
 #[cfg(test)]
@@ -139,6 +172,22 @@ mod tests {
             .contains("not one JSON value"));
         assert!(result_line("1", "1 2").is_err());
         assert!(result_line("1", "").is_err());
+    }
+
+    #[test]
+    fn results_nest_at_most_max_nesting_levels() {
+        let nested = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        assert!(result_line("1", &nested(MAX_NESTING)).is_ok());
+        assert!(result_line("1", &nested(MAX_NESTING + 1))
+            .unwrap_err()
+            .contains("deeper than 128 levels"));
+        // Brackets and escaped quotes inside strings are not nesting.
+        let in_strings = format!("{{\"a\\\"[\":\"{}\"}}", "[{".repeat(400));
+        assert_eq!(nesting(&in_strings), 1);
+        assert!(result_line("1", &in_strings).is_ok());
+        // A lone surrogate escape is valid JSON text (JSON.stringify writes
+        // one) and Python reads it: it is carried as written.
+        assert!(result_line("1", "\"\\ud800\"").is_ok());
     }
 
     #[test]

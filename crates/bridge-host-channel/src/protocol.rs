@@ -19,6 +19,11 @@ pub const FD_ENV: &str = "AGENTLANE_HOST_CHANNEL_FD";
 /// newline: a tool's 20 MB result and a long conversation's snapshot fit;
 /// memory stays bounded. The same as the backend's stdout limit.
 pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+/// The deepest nesting of arrays and objects in a value the host sends:
+/// Python's decoder ends the reading thread with a `RecursionError` on a
+/// deep enough line (about a thousand levels), and serde_json's own limit
+/// is this one, so a result deeper than it is answered `invalid-result`.
+pub const MAX_NESTING: usize = 128;
 /// The longest request id, in bytes (ids are held for a while after their
 /// call ended, to tell a late cancel from an unknown id).
 pub const MAX_ID_BYTES: usize = 128;

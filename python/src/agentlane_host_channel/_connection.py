@@ -193,7 +193,10 @@ class Connection:
         """Judges one line from the host and resolves its request."""
         try:
             message = json.loads(line)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
+            # RecursionError: nested deeper than the decoder goes (the host
+            # sends at most 128 levels); one such line must not end the
+            # reading thread and with it every pending call.
             _log.warning("a line from the host is not JSON: %s", error)
             return
         if not isinstance(message, dict):
