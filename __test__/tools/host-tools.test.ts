@@ -21,12 +21,11 @@ const lookupSchema = {
 describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s", (mode: StartMode) => {
   // How the channel reaches the backend (the application's descriptor, the
   // spawn's layout, the fork's placement) and how a process with a call
-  // pending ends differ by mode: those tests run in every mode. Once the
-  // channel is placed, what goes over it is the same code whatever started
-  // the backend: those run once, warm (the cheapest start; its 20 sessions
-  // are 20 forks whose channels one server placed, where a crossing could
-  // come from).
-  const onceWarm = it.runIf(mode === "warm");
+  // pending ends differ by mode: those tests run in every mode. What goes
+  // over the channel once it is placed is the same code whatever started
+  // the backend: those run cold and warm (the modes the package starts
+  // itself), not attached, where the test's own spawn gives the channel.
+  const startedModes = it.runIf(mode !== "attached");
   it("one tool: the model's call reaches the handler with its ids, and the result reaches the final answer", async () => {
     const seen: unknown[] = [];
     const activity: ToolActivity[] = [];
@@ -95,7 +94,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     expect((error as Error).message).toContain("shims=[host.tools()]");
   });
 
-  onceWarm("two tools in one turn run in parallel and are answered out of order: each result goes to its own call", async () => {
+  startedModes("two tools in one turn run in parallel and are answered out of order: each result goes to its own call", async () => {
     let releaseFirst!: () => void;
     const firstMayAnswer = new Promise<void>((resolve) => (releaseFirst = resolve));
     const order: string[] = [];
@@ -119,7 +118,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("a handler that throws is a tool failure with its message; the run goes on", async () => {
+  startedModes("a handler that throws is a tool failure with its message; the run goes on", async () => {
     const activity: ToolActivity[] = [];
     const { session } = await sessionIn(mode, {
       onToolActivity: (a) => activity.push(a),
@@ -131,7 +130,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("a handler that never answers: its timeout fails the call (signal aborted with timeout), the run goes on", async () => {
+  startedModes("a handler that never answers: its timeout fails the call (signal aborted with timeout), the run goes on", async () => {
     let reason: unknown;
     const { session } = await sessionIn(mode, {
       tools: {
@@ -151,7 +150,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("a handler that answers after its timeout: the late answer is dropped (nothing sent), the next call is answered", async () => {
+  startedModes("a handler that answers after its timeout: the late answer is dropped (nothing sent), the next call is answered", async () => {
     let late!: () => void;
     const answeredLate = new Promise<void>((resolve) => (late = resolve));
     let calls_ = 0;
@@ -178,7 +177,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("a cancel while a handler is pending: its signal aborts (cancelled), the run ends cancelled, nothing left waiting", async () => {
+  startedModes("a cancel while a handler is pending: its signal aborts (cancelled), the run ends cancelled, nothing left waiting", async () => {
     let started!: () => void;
     const handlerStarted = new Promise<void>((resolve) => (started = resolve));
     let abortedWith!: (reason: unknown) => void;
@@ -228,7 +227,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     expect(["cancelled", "closed"]).toContain((reason as { code: string }).code);
   });
 
-  onceWarm("a 20 MB result reaches the backend whole", async () => {
+  startedModes("a 20 MB result reaches the backend whole", async () => {
     const big = "0123456789abcdef".repeat((20 * 1024 * 1024) / 16);
     const { session } = await sessionIn(mode, { tools: { blob: { description: "A big result.", inputSchema: { type: "object" }, handler: () => big } } });
     const result = await session.run(calls(["blob", {}]));
@@ -237,7 +236,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("invalid arguments never reach the handler: the model reads the failing paths (zod 4 schema, converted by zod itself)", async () => {
+  startedModes("invalid arguments never reach the handler: the model reads the failing paths (zod 4 schema, converted by zod itself)", async () => {
     let called = false;
     const activity: ToolActivity[] = [];
     const { session } = await sessionIn(mode, {
@@ -259,7 +258,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("a result that is not JSON is a clear invalid-result failure, not a crash", async () => {
+  startedModes("a result that is not JSON is a clear invalid-result failure, not a crash", async () => {
     const activity: ToolActivity[] = [];
     const { session } = await sessionIn(mode, {
       onToolActivity: (a) => activity.push(a),
@@ -278,7 +277,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("a host tool with needsApproval and the agent's own approval in one run: both go through the session's policy", async () => {
+  startedModes("a host tool with needsApproval and the agent's own approval in one run: both go through the session's policy", async () => {
     const asked: ApprovalRequest["request"][] = [];
     const resolved: string[] = [];
     const { session } = await sessionIn(mode, {
@@ -295,7 +294,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await session.close();
   });
 
-  onceWarm("20 sessions calling host tools at once: no answer crosses", async () => {
+  startedModes("20 sessions calling host tools at once: no answer crosses", async () => {
     const sessions = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         sessionIn(mode, {
@@ -310,7 +309,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("host tools, %s",
     await Promise.all(sessions.map(({ session }) => session.close()));
   }, 240_000);
 
-  onceWarm("hostile lines on the channel: each a diagnostic, nothing crashes, the valid call still answered", async () => {
+  startedModes("hostile lines on the channel: each a diagnostic, nothing crashes, the valid call still answered", async () => {
     const diagnostics: SessionDiagnostic[] = [];
     const { session } = await sessionIn(mode, {
       onDiagnostic: (d) => diagnostics.push(d),

@@ -23,10 +23,10 @@ async function threeTurns(mode: StartMode, store: ConversationStore): Promise<Sn
 
 describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume, %s", (mode: StartMode) => {
   // A resume across a killed process, and what is refused before or at the
-  // start, depend on how the backend starts: every mode. What the store's
-  // operations do once the channel is placed is the same code in every
-  // mode: once, warm (the cheapest start).
-  const onceWarm = it.runIf(mode === "warm");
+  // start, depend on how the backend starts: every mode. The store's
+  // operations once the channel is placed are the same code in every mode:
+  // cold and warm (the modes the package starts itself), not attached.
+  const startedModes = it.runIf(mode !== "attached");
   it("three turns, the backend SIGKILLed, a session resumed from the snapshot answers turn four with turns one to three in its history", async () => {
     const snapshot = await threeTurns(mode, memoryStore().conversation("c1"));
     const { session } = await sessionIn(mode, { env: STORE, resume: snapshot, resumeAgentId: { type: "HostTools" } });
@@ -36,7 +36,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     await session.close();
   });
 
-  onceWarm("the store alone continues: a new session on the same store sees the earlier turns", async () => {
+  startedModes("the store alone continues: a new session on the same store sees the earlier turns", async () => {
     const store = memoryStore().conversation("c2");
     await threeTurns(mode, store);
     const { session } = await sessionIn(mode, { env: STORE, store });
@@ -45,7 +45,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     await session.close();
   });
 
-  onceWarm("two sessions resumed from one snapshot diverge without touching each other", async () => {
+  startedModes("two sessions resumed from one snapshot diverge without touching each other", async () => {
     const snapshot = await threeTurns(mode, memoryStore().conversation("c3"));
     const [a, b] = await Promise.all([sessionIn(mode, { env: STORE, resume: snapshot }), sessionIn(mode, { env: STORE, resume: JSON.stringify(snapshot) })]);
     await a.session.run("left");
@@ -55,7 +55,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     await Promise.all([a.session.close(), b.session.close()]);
   });
 
-  onceWarm("reset deletes through the store", async () => {
+  startedModes("reset deletes through the store", async () => {
     const store = memoryStore().conversation("c4");
     const { session } = await sessionIn(mode, { env: STORE, store });
     await session.run("one");
@@ -66,7 +66,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     await session.close();
   });
 
-  onceWarm("a cancelled run and a failed run (its save fails) leave the last committed snapshot unchanged; the failure says why", async () => {
+  startedModes("a cancelled run and a failed run (its save fails) leave the last committed snapshot unchanged; the failure says why", async () => {
     const inner = memoryStore().conversation("c5");
     let failSaves = false;
     const store: ConversationStore = {
@@ -97,7 +97,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     await session.close();
   });
 
-  onceWarm("a stale revision (another writer saved meanwhile) fails the run with the conflict, committing nothing", async () => {
+  startedModes("a stale revision (another writer saved meanwhile) fails the run with the conflict, committing nothing", async () => {
     const store = memoryStore().conversation("c6");
     const { session } = await sessionIn(mode, { env: STORE, store });
     await session.run("one");
@@ -110,7 +110,7 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     await session.close();
   });
 
-  onceWarm("a store that does not answer in time fails the run (storeTimeoutMs)", async () => {
+  startedModes("a store that does not answer in time fails the run (storeTimeoutMs)", async () => {
     const inner = memoryStore().conversation("c7");
     let hang = false;
     const store: ConversationStore = { load: (o) => inner.load(o), save: (s, o) => (hang ? new Promise(() => {}) : inner.save(s, o)), delete: (o) => inner.delete(o) };
