@@ -1,7 +1,7 @@
 /**
  * Test harness for the session layer: a control server driving the scripted
  * fake backend (fixtures/fake-backend.js), a recorder for every session
- * callback, a spy around `spawnBridgeProcess` that exposes the child and the
+ * callback, a spy around `spawnPlanned` (the cold spawn) that exposes the child and the
  * moment the session has processed its exit, and builders for valid events.
  *
  * This module imports only types from lib/ (and the import-free
@@ -28,6 +28,7 @@ import type {
   BridgeProcessOptions,
   SessionDiagnostic,
 } from "../../lib/index";
+import type { StartPlan } from "../../lib/spawn/start-plan";
 
 export const FAKE_BACKEND = join(__dirname, "..", "fixtures", "fake-backend.js");
 
@@ -95,17 +96,17 @@ export interface SpawnRecord {
   exited: ExitInfo | undefined;
 }
 
-/** Every child spawned through `spawnBridgeProcess` in this test file, in order. */
+/** Every child spawned through `spawnPlanned` in this test file, in order. */
 export const spawned: SpawnRecord[] = [];
 
-type SpawnFn = (options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks) => ChildProcess;
+type SpawnFn = (plan: StartPlan, callbacks: BridgeProcessCallbacks) => ChildProcess;
 
-/** Wraps the real `spawnBridgeProcess`: records the child and signals when `onExit` has been handled. */
+/** Wraps the real `spawnPlanned`: records the child and signals when `onExit` has been handled. */
 export function spySpawn(actual: SpawnFn): SpawnFn {
-  return (options, callbacks) => {
+  return (plan, callbacks) => {
     let resolveExit!: (info: ExitInfo) => void;
-    const record = { options, exited: undefined, exit: new Promise<ExitInfo>((r) => (resolveExit = r)) } as unknown as SpawnRecord;
-    record.child = actual(options, {
+    const record = { options: plan.options, exited: undefined, exit: new Promise<ExitInfo>((r) => (resolveExit = r)) } as unknown as SpawnRecord;
+    record.child = actual(plan, {
       ...callbacks,
       onExit: (code, signal) => {
         try {

@@ -4,7 +4,7 @@
  * numeric options and the start's `signal`, refused with a clear message
  * naming what is wrong, before anything is spawned.
  */
-import { checkCount, checkMilliseconds, checkProcessOptions } from "../options";
+import { checkCount, checkMilliseconds } from "../options";
 import type { resolveBackendSpec } from "../process";
 import type { AgentSessionOptions } from "./types";
 
@@ -26,8 +26,7 @@ export function checkSessionOptions(given: object): void {
   checkMilliseconds("exitDrainMs", options.exitDrainMs);
   const signal = options.signal as unknown;
   if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError(`The signal option must be an AbortSignal, not ${describeValue(signal)}.`);
-  const backend = options.backend as Record<string, unknown> | undefined;
-  if (backend !== null && typeof backend === "object") checkProcessOptions(backend, "backend.");
+  // The backend spec's own numbers are checked where the start is resolved (spawn/start-plan.ts).
 }
 
 /** The backend spec, refused with a clear message when it is not one. */

@@ -13,44 +13,37 @@
  *   `wireBridgeProcess`.
  */
 import type { BridgeChildLike } from "../channel";
-import { spawnBridgeProcess, type BridgeProcessOptions } from "../process";
-import { startBridgeProcess } from "../spawn/start";
+import { startPlanned } from "../spawn/start";
+import type { StartPlan } from "../spawn/start-plan";
 import { missingSupervisor } from "../spawn/supervisor";
 import type { WarmHooks } from "../spawn/warm/child";
-import { warmOptions } from "../spawn/warm/options";
 import type { BridgeProcessCallbacks } from "../wiring";
 import type { SessionDiagnostic } from "./types";
 
 /** Opens the backend with the session's callbacks; throws when nothing could be started. */
 export type OpenBackend = (callbacks: BridgeProcessCallbacks) => BridgeChildLike;
 
-/** A backend spawned from resolved spawn options. */
-export function spawnedBackend(spec: BridgeProcessOptions): OpenBackend {
-  return (callbacks) => spawnBridgeProcess(spec, callbacks);
-}
-
 /**
- * A backend started from resolved spawn options: cold, or warm when the
- * spec says so (the one choice of start mode; `hooks` say what a warm
- * start reports besides the callbacks; `warm`: the start slot a fallback's
- * cold start takes, and the ready timeout). Throws `InvalidOptionError` for an
- * unusable `warm` option, before anything starts.
+ * The backend of a start resolved once (`spawn/start-plan.ts`): cold, or
+ * warm when the plan says so (the one choice of start mode; `warm`: the
+ * start slot a fallback's cold start takes, and the ready timeout, besides
+ * the diagnostics a warm start reports).
  */
 export function startedBackend(
-  spec: BridgeProcessOptions,
+  plan: StartPlan,
   diagnostic: (diagnostic: SessionDiagnostic) => void,
   warm: Pick<WarmHooks, "coldSlot" | "readyTimeoutMs"> = {},
 ): OpenBackend {
-  if ((spec.supervise ?? "auto") === "auto") {
+  if ((plan.options.supervise ?? "auto") === "auto") {
     const missing = missingSupervisor();
     if (missing !== null) diagnostic({ kind: "supervisor-missing", ...missing });
   }
-  if (warmOptions(spec.warm) === undefined) return spawnedBackend(spec);
+  if (plan.warm === undefined) return (callbacks) => startPlanned(plan, callbacks);
   const hooks: WarmHooks = {
     ...warm,
     onFallback: (error) => diagnostic({ kind: "warm", event: "fallback", reason: error.reason, message: `${error.message} Starting it cold.` }),
     onServerEnded: (message) => diagnostic({ kind: "warm", event: "server-exited", reason: null, message }),
     onNewServer: (message) => diagnostic({ kind: "warm", event: "new-server", reason: null, message }),
   };
-  return (callbacks) => startBridgeProcess(spec, callbacks, hooks);
+  return (callbacks) => startPlanned(plan, callbacks, hooks);
 }

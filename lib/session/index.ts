@@ -9,7 +9,7 @@
 import { RuntimePermissionError, SessionStartError } from "../errors";
 import type { JsonObject } from "../protocol";
 import { resolveBackendSpec } from "../process";
-import { warmOptions } from "../spawn/warm/options";
+import { resolveStart, type StartPlan } from "../spawn/start-plan";
 import { startedBackend } from "./backend";
 import { attachedBackend, notAttachable, type AgentProcessLike } from "./attach";
 import { checkedBackend, checkSessionOptions } from "./backend-spec";
@@ -28,7 +28,7 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
 ): Promise<AgentSession<TConfig, TConfigPatch>> {
   if (options?.resume !== undefined) return resumeInto(options).then(createAgentSession<TConfig, TConfigPatch>, startError);
   let controller: SessionController<TConfig, TConfigPatch>;
-  let spec;
+  let plan: StartPlan;
   let open;
   // A warm start that falls back cold takes a slot then, like every cold start.
   const fallbackSlot = laterStartSlot();
@@ -39,22 +39,23 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     // cold or warm, the backend gets it at fd 4 and its host end comes through onHostChannel.
     const hostChannel = controller.hostChannel !== undefined;
     if (hostChannel && process.platform === "win32") throw new SessionStartError(NO_CHANNEL_HERE, "no-host-channel");
-    spec = { termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow, ...(hostChannel ? { hostChannel } : {}) };
+    // The start, resolved once: every layer below takes this plan.
+    plan = resolveStart({ termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow, ...(hostChannel ? { hostChannel } : {}) }, "backend.");
     const notify = controller.notify;
-    open = startedBackend(spec, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
+    open = startedBackend(plan, (diagnostic) => notify.diagnostic(diagnostic), { coldSlot: fallbackSlot.take, readyTimeoutMs: options.readyTimeoutMs ?? 30_000 });
   } catch (error) {
     if (error instanceof SessionStartError) return Promise.reject(error);
     // A runtime that may not start the backend (Deno's permissions) is a failed spawn, not a bad spec.
     const code = error instanceof RuntimePermissionError ? "spawn-failed" : "invalid-spec";
     return Promise.reject(new SessionStartError(error instanceof Error ? error.message : String(error), code, { cause: error }));
   }
-  const { command } = spec;
+  const { command } = plan.options;
   const signal = options.signal;
   if (signal?.aborted) return Promise.reject(aborted(signal, "before it began"));
   // A warm start forks in milliseconds and takes no slot (unless it falls
   // back cold); a cold one holds one of the host's start slots
   // (start-slots.ts) until it is ready or has failed.
-  if (warmOptions(spec.warm) !== undefined) {
+  if (plan.warm !== undefined) {
     const started = controller.start(command, open);
     started.then(fallbackSlot.release, fallbackSlot.release);
     return started;

@@ -29,11 +29,12 @@ export interface StartPlan {
 }
 
 /**
- * Checks the options (throws `InvalidOptionError` naming the option) and
- * applies every default, once.
+ * Checks the options (throws `InvalidOptionError` naming the option, as
+ * the caller knows it: `optionPrefix` `"backend."` for a session's backend
+ * spec) and applies every default, once.
  */
-export function resolveStart(options: BridgeProcessOptions): StartPlan {
-  checkProcessOptions(options);
+export function resolveStart(options: BridgeProcessOptions, optionPrefix = ""): StartPlan {
+  checkProcessOptions(options, optionPrefix);
   const termGraceMs = options.termGraceMs ?? DEFAULT_TERM_GRACE_MS;
   return {
     options,

@@ -7,7 +7,7 @@ import type { ChildProcess } from "node:child_process";
 import { spawnPlanned, type BridgeProcessOptions, type WithHostChannel } from "../process";
 import type { BridgeProcessCallbacks } from "../wiring";
 import { startWarm, type WarmChild, type WarmHooks } from "./warm/index";
-import { resolveStart } from "./start-plan";
+import { resolveStart, type StartPlan } from "./start-plan";
 
 /** A started backend: a spawned `ChildProcess`, or a warm one that behaves as such. */
 export type BridgeChild = WithHostChannel<ChildProcess> | WarmChild;
@@ -19,7 +19,11 @@ export type BridgeChild = WithHostChannel<ChildProcess> | WarmChild;
  * "error" }`, the `WarmStartError` of a warm start that cannot be.
  */
 export function startBridgeProcess(options: BridgeProcessOptions, callbacks: BridgeProcessCallbacks, hooks: WarmHooks = {}): BridgeChild {
-  const plan = resolveStart(options);
+  return startPlanned(resolveStart(options), callbacks, hooks);
+}
+
+/** `startBridgeProcess` of a start already resolved (`start-plan.ts`): the session resolves its start once and opens it here. */
+export function startPlanned(plan: StartPlan, callbacks: BridgeProcessCallbacks, hooks: WarmHooks = {}): BridgeChild {
   if (plan.warm === undefined) return spawnPlanned(plan, callbacks);
   return startWarm(plan, callbacks, hooks);
 }
