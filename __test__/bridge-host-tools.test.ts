@@ -10,6 +10,7 @@
  * snapshots.
  */
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -28,18 +29,22 @@ interface ToolOutcome {
   items: any[];
   end: any;
   answers: { id: string; status: number; body: any }[];
+  /** The Subscribe stream's items (`subscribe`), until the run's terminal event. */
+  subscribed?: any[];
 }
 
 /** Runs `prompt` in `conversations` new conversations from the stdlib client. */
 async function tools(
   bridge: Bridge,
   prompt: string,
-  options: { conversations?: number; behaviour?: string; dropOnCall?: boolean; cancelOnCall?: boolean } = {},
+  options: { conversations?: number; behaviour?: string; dropOnCall?: boolean; cancelOnCall?: boolean; closeOnCall?: boolean; subscribe?: boolean } = {},
 ): Promise<ToolOutcome[]> {
   const args = [stdlibClient, "tools", "--url", bridge.info.url, "--token-file", bridge.info.tokenFile, "--prompt", prompt];
   args.push("--conversations", String(options.conversations ?? 1), "--behaviour", options.behaviour ?? "answer");
   if (options.dropOnCall) args.push("--drop-on-call");
   if (options.cancelOnCall) args.push("--cancel-on-call");
+  if (options.closeOnCall) args.push("--close-on-call");
+  if (options.subscribe) args.push("--subscribe");
   const { stdout } = await run("python3", args, { maxBuffer: 64 * 1024 * 1024, timeout: 120_000 });
   return stdout.trim().split("\n").map((line) => JSON.parse(line));
 }
@@ -144,6 +149,17 @@ describe("host tools through the bridge: ends of a call", () => {
     expect(bridge.stderr.join("\n")).toContain("the Prompt stream ended before its run did; cancelling the run");
   }, 60_000);
 
+  it("CloseConversation with a call pending: the run ends cancelled, the call is no longer pending, the stream ends OK", async () => {
+    const [outcome] = await tools(bridge, lookups("c-9"), { behaviour: "hang", closeOnCall: true });
+    const [call] = toolCalls(outcome);
+    expect(call).toBeDefined();
+    expect(terminal(outcome).type).toBe("run_cancelled");
+    expect(outcome.items.find((item) => item.toolCallEnded)?.toolCallEnded).toMatchObject({ id: call.id, conversationId: outcome.conversation });
+    expect(outcome.end?.error).toBeUndefined();
+    const late = await run("python3", [stdlibClient, "call", "--url", bridge.info.url, "--token-file", bridge.info.tokenFile, "--method", "agentlane.bridge.v1.AgentService/AnswerToolCall", "--body", JSON.stringify({ id: call.id, resultJson: '"late"' })]);
+    expect(JSON.parse(late.stdout)[0].status).toBe(404);
+  }, 60_000);
+
   it("hostile lines on the channel: diagnostics on stderr, the valid call still answered", async () => {
     const before = bridge.stderr.length;
     const [outcome] = await tools(bridge, `hostile ${JSON.stringify([{ name: "lookup", arguments: { customer_id: "c-8" } }])}`);
@@ -155,6 +171,60 @@ describe("host tools through the bridge: ends of a call", () => {
     for (const code of ["invalid-json", "unknown-type", "unknown-id", "invalid-message"]) {
       expect(diagnostics.some((line) => line.includes(`[${code}]`)), code).toBe(true);
     }
+  }, 60_000);
+});
+
+describe("host tools through the bridge: results, arguments, approvals, Subscribe", () => {
+  let bridge: Bridge;
+
+  beforeAll(async () => {
+    // The agent also has write_note, which asks the host's approval.
+    bridge = await start(hostToolsArgs(), { env: { ...env, HOST_TOOLS_APP_APPROVALS: "1" } });
+  }, 60_000);
+
+  afterAll(async () => {
+    await bridge?.stop();
+  });
+
+  it("a 20 MiB result reaches the backend whole", async () => {
+    const [outcome] = await tools(bridge, lookups("c-big"), { behaviour: "big" });
+    const big = "0123456789abcdef".repeat((20 * 1024 * 1024) / 16);
+    const digest = createHash("sha256").update(big).digest("hex").slice(0, 16);
+    expect(terminal(outcome)).toMatchObject({ type: "run_complete", final_output: `Results: ${big.length} chars sha256:${digest}` });
+  }, 120_000);
+
+  it("a result_json that is not JSON is refused with invalid_argument, the call stays pending, and the next answer is taken", async () => {
+    const [outcome] = await tools(bridge, lookups("c-5"), { behaviour: "not-json" });
+    const [call] = toolCalls(outcome);
+    expect(outcome.answers).toHaveLength(2);
+    expect(outcome.answers[0]).toMatchObject({ id: call.id, status: 400, body: { code: "invalid_argument", message: expect.stringContaining("result_json must be the text of one JSON value") } });
+    expect(outcome.answers[1]).toEqual({ id: call.id, status: 200, body: {} });
+    expect(terminal(outcome)).toMatchObject({ type: "run_complete", final_output: "Results: answered after a refusal" });
+  }, 60_000);
+
+  it("invalid arguments from the model never reach the adapter: the model reads the failing path", async () => {
+    const prompt = `calls ${JSON.stringify([{ name: "lookup", arguments: { customer_id: 42 } }])}`;
+    const [outcome] = await tools(bridge, prompt);
+    expect(toolCalls(outcome)).toEqual([]);
+    expect(terminal(outcome).type).toBe("run_complete");
+    expect(terminal(outcome).final_output).toContain("/customer_id");
+  }, 60_000);
+
+  it("a host tool and the agent's own approval in one run: the call is answered, the approval denied, both reach the answer", async () => {
+    const prompt = `calls ${JSON.stringify([{ name: "lookup", arguments: { customer_id: "c-7" } }, { name: "write_note", arguments: { path: "a.txt", content: "hi" } }])}`;
+    const [outcome] = await tools(bridge, prompt);
+    expect(outcome.items.some((item) => item.event?.approvalId)).toBe(true);
+    expect(toolCalls(outcome)).toHaveLength(1);
+    expect(terminal(outcome).final_output).toMatch(new RegExp(`^Results: c-7 @ ${outcome.conversation} \\| .*no notes today`));
+  }, 60_000);
+
+  it("the Subscribe stream carries the tool call too, with the same id, before the run's end", async () => {
+    const [outcome] = await tools(bridge, lookups("c-11"), { subscribe: true });
+    const [call] = toolCalls(outcome);
+    const seen = (outcome.subscribed ?? []).filter((item) => item.toolCall).map((item) => item.toolCall);
+    expect(seen).toEqual([call]);
+    const order = (outcome.subscribed ?? []).map((item) => (item.toolCall ? "toolCall" : item.event?.type));
+    expect(order.indexOf("toolCall")).toBeLessThan(order.indexOf("run_complete"));
   }, 60_000);
 });
 
