@@ -140,6 +140,30 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     expect(other).toMatchObject({ code: "invalid-snapshot", cause: { code: "snapshot-agent-mismatch" } });
   });
 
+  it("a store whose load answers what is not an agentlane snapshot fails the start, and the backend says why", async () => {
+    // The module reads a load result in one pass (pydantic from the line's
+    // bytes); a value that pass refuses takes the general path, which
+    // reports it as before: `invalid-result`, the factory fails, nothing starts.
+    const store: ConversationStore = { load: async () => ({ schema_version: 1, nonsense: true }) as unknown as Snapshot, save: async () => {}, delete: async () => {} };
+    const error = await sessionIn(mode, { env: STORE, store }).then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect(error).toMatchObject({ code: "exited-before-ready" });
+    expect((error as SessionStartError).stderrTail.join("\n")).toContain("The host's store holds no agentlane snapshot");
+  });
+
+  it("a snapshot the one-pass reader refuses but the channel carries (a lone surrogate escape) still loads", async () => {
+    // pydantic's JSON reader refuses a lone surrogate escape; Python's json
+    // module takes it, as the module did before the one-pass reader. The
+    // factory loads the snapshot before `ready` (a load that fails ends the
+    // start, as above), so a start is the backend having taken it.
+    const snapshot = await threeTurns(mode, memoryStore().conversation("c11"));
+    const odd = structuredClone(snapshot);
+    (odd.state.responses[0] as { system_fingerprint: string }).system_fingerprint = "fp-\ud800";
+    const { session } = await sessionIn(mode, { env: STORE, resume: odd });
+    expect(session.snapshot()).toEqual(odd);
+    await session.close();
+  });
+
   it.runIf(mode === "attached")("resume into a store: an empty one takes the snapshot, one holding that revision continues, one holding another is resume-conflict (nothing overwritten)", async () => {
     const snapshot = await threeTurns(mode, memoryStore().conversation("c10"));
     const empty = memoryStore().conversation("empty");

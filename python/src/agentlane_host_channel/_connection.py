@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from itertools import count
@@ -30,6 +31,9 @@ _READ_BYTES = 1 << 20
 _REMEMBERED_IDS = 4096
 """Ended request ids kept, so that a late answer is told from a stray one."""
 
+_RESULT_PREFIX = b'{"type":"result","id":"'
+"""How the host writes every result line: its request id comes next."""
+
 
 @dataclass(frozen=True, slots=True)
 class Reply:
@@ -45,6 +49,15 @@ class Reply:
     def failure(cls, kind: str, message: str) -> "Reply":
         """A failed request: its kind and why."""
         return cls(ok=False, kind=kind, message=message)
+
+
+Decoder = Callable[[bytes, str], Reply | None]
+"""Reads a whole result line for one request in one pass (line, request id).
+
+``None``: it cannot; the line then takes the general path (``json.loads``
+and the usual checks), so a decoder changes how fast a reply is read,
+never what it is.
+"""
 
 
 def _resolve(future: "Future[Reply]", reply: Reply) -> None:
@@ -64,6 +77,7 @@ class Connection:
         self._write_lock = threading.Lock()
         self._lock = threading.Lock()
         self._pending: dict[str, Future[Reply]] = {}
+        self._decoders: dict[str, Decoder] = {}
         self._ended: deque[str] = deque(maxlen=_REMEMBERED_IDS)
         self._ended_set: set[str] = set()
         self._ids = count(1)
@@ -94,6 +108,21 @@ class Connection:
         The future is always resolved with a ``Reply`` (never an exception):
         the host's answer, or the reason none will come.
         """
+        return self._request(type_, None, fields)
+
+    def request_decoded(
+        self, type_: str, decode: Decoder, **fields: object
+    ) -> tuple[str, "Future[Reply]"]:
+        """``request``, whose result line ``decode`` reads first (``Decoder``).
+
+        For large answers of a known shape (a snapshot): parsing the line
+        to Python objects and then validating those would read it twice.
+        """
+        return self._request(type_, decode, fields)
+
+    def _request(
+        self, type_: str, decode: Decoder | None, fields: dict[str, object]
+    ) -> tuple[str, "Future[Reply]"]:
         request_id = str(next(self._ids))
         future: Future[Reply] = Future()
         with self._lock:
@@ -101,12 +130,15 @@ class Connection:
                 _resolve(future, _lost_reply())
                 return request_id, future
             self._pending[request_id] = future
+            if decode is not None:
+                self._decoders[request_id] = decode
         # `type` and `id` first: a host that cannot take the line reads the
         # id from its first bytes and still answers.
         failure = self._write({"type": type_, "id": request_id, **fields})
         if failure is not None:
             with self._lock:
                 self._pending.pop(request_id, None)
+                self._decoders.pop(request_id, None)
             _resolve(future, failure)
         return request_id, future
 
@@ -114,6 +146,7 @@ class Connection:
         """Gives a request up: no answer is wanted, the host is told."""
         with self._lock:
             future = self._pending.pop(request_id, None)
+            self._decoders.pop(request_id, None)
             self._remember_ended(request_id)
             lost = self._lost
         if future is None or lost:
@@ -191,6 +224,8 @@ class Connection:
 
     def _take(self, line: bytes) -> None:
         """Judges one line from the host and resolves its request."""
+        if self._decoders and self._take_decoded(line):
+            return
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as error:
@@ -212,6 +247,7 @@ class Connection:
             return
         with self._lock:
             future = self._pending.pop(request_id, None)
+            self._decoders.pop(request_id, None)
             if future is None:
                 known = request_id in self._ended_set
             else:
@@ -223,6 +259,41 @@ class Connection:
             return
         _resolve(future, _reply_of(message))
 
+    def _take_decoded(self, line: bytes) -> bool:
+        """Whether the line was a result its request's decoder could read.
+
+        Ids are this module's decimal numbers, so the host's result line for
+        one starts ``_RESULT_PREFIX`` + the id + ``"``; anything else (an
+        escape, another order, a malformed value) is left to ``_take``.
+        """
+        if not line.startswith(_RESULT_PREFIX):
+            return False
+        end = line.find(b'"', len(_RESULT_PREFIX))
+        if end < 0:
+            return False
+        request_id = line[len(_RESULT_PREFIX) : end].decode("ascii", "replace")
+        with self._lock:
+            decode = self._decoders.get(request_id)
+        if decode is None:
+            return False
+        try:
+            reply = decode(line, request_id)
+        except Exception:  # noqa: BLE001 - the general path meets it again, where it is reported
+            # Never end the reading thread: the caller sees what the
+            # general path makes of the line (its own decoding raises there).
+            reply = None
+        if reply is None:
+            return False
+        with self._lock:
+            future = self._pending.pop(request_id, None)
+            self._decoders.pop(request_id, None)
+            if future is not None:
+                self._remember_ended(request_id)
+        if future is not None:
+            _resolve(future, reply)
+        # Else it was given up while being read: a late answer, quiet.
+        return True
+
     def _on_lost(self, reason: str) -> None:
         with self._lock:
             if self._lost:
@@ -230,6 +301,7 @@ class Connection:
             self._lost = True
             pending = list(self._pending.values())
             self._pending.clear()
+            self._decoders.clear()
         if pending:
             _log.warning(
                 "the host channel was lost (%s); %d request(s) fail.",
