@@ -46,12 +46,15 @@ enum Backend {
     /// `--adopt <pid>`: the process that exec'd us forked it (the prefork
     /// server's conversations, docs/prefork.md).
     Adopt(Pid),
+    /// `--exec`: place the descriptors and become the backend (`exec.rs`).
+    Exec { command: String, args: Vec<String> },
 }
 
 fn parse_options() -> Result<Options, lexopt::Error> {
     use lexopt::prelude::*;
     let mut term_grace = Duration::from_millis(500);
     let mut adopt: Option<i32> = None;
+    let mut exec = false;
     let mut channels = Vec::new();
     let mut parser = lexopt::Parser::from_env();
     let mut rest: Vec<String> = Vec::new();
@@ -67,6 +70,7 @@ fn parse_options() -> Result<Options, lexopt::Error> {
                 }
                 channels.push(fd);
             }
+            Long("exec") => exec = true,
             Long("adopt") => {
                 let pid: i32 = parser.value()?.parse()?;
                 if pid <= 0 {
@@ -82,14 +86,17 @@ fn parse_options() -> Result<Options, lexopt::Error> {
         }
     }
     let what = match adopt {
+        Some(_) if exec => return Err("--exec and --adopt exclude each other".into()),
         Some(pid) if rest.is_empty() => Backend::Adopt(Pid::from_raw(pid)),
         Some(_) => return Err("--adopt takes no command".into()),
         None => {
             let mut rest = rest.into_iter();
             let command = rest.next().ok_or("missing the command to supervise")?;
-            Backend::Spawn {
-                command,
-                args: rest.collect(),
+            let args = rest.collect();
+            if exec {
+                Backend::Exec { command, args }
+            } else {
+                Backend::Spawn { command, args }
             }
         }
     };
@@ -102,12 +109,15 @@ pub fn main() {
         Err(error) => {
             eprintln!("process-bridge-supervisor: {error}");
             eprintln!(
-                "usage: process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]... -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>"
+                "usage: process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]... -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>\n       process-bridge-supervisor --exec [--channel-fd N]... -- <command> [args...]"
             );
             std::process::exit(2);
         }
     };
     let mut control = control_socket();
+    if let Backend::Exec { command, args } = &options.what {
+        crate::exec::exec(command, args, &options.channels, &mut control);
+    }
     // Orphaned descendants become our children, so that we can find them.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -134,6 +144,7 @@ pub fn main() {
             report(&mut control, &format!("started {backend}\n"));
             (backend, None)
         }
+        Backend::Exec { .. } => unreachable!("an exec'd supervisor is the backend"),
         Backend::Adopt(backend) => {
             let status = adopt(backend, &mut control);
             // The host is not our parent: it learns our pid here.
@@ -234,7 +245,7 @@ fn adopt(backend: Pid, control: &mut Option<File>) -> Option<WaitStatus> {
 
 /// `failed <ERRNO> <number> <message>` on the control socket (or `told` on
 /// stderr without one), then exit 127.
-fn cannot_start(control: &mut Option<File>, number: i32, message: &str, told: &str) -> ! {
+pub(crate) fn cannot_start(control: &mut Option<File>, number: i32, message: &str, told: &str) -> ! {
     let name = format!("{:?}", Errno::from_raw(number));
     if control.is_some() {
         report(control, &format!("failed {name} {number} {message}\n"));
@@ -264,7 +275,7 @@ fn report(control: &mut Option<File>, line: &str) {
     }
 }
 
-fn fatal(error: &dyn std::fmt::Display) -> ! {
+pub(crate) fn fatal(error: &dyn std::fmt::Display) -> ! {
     eprintln!("process-bridge-supervisor: {error}");
     std::process::exit(CANNOT_START);
 }
