@@ -100,6 +100,16 @@ export function findSupervisor(): string | null {
 }
 
 /**
+ * The supervisor only when it can run, never a named one that cannot: what
+ * grouped mode launches its backend through (`--exec`), which must not
+ * turn a start that works without the supervisor into a failed one.
+ */
+export function runnableSupervisor(): string | null {
+  const found = lookup();
+  return found.kind === "found" ? (found.path ?? null) : null;
+}
+
+/**
  * The supervisor this platform's package should ship and does not, or
  * `null`: when one was found, on Windows (none ships), without a platform
  * package (a build from source decides for itself), or when
