@@ -25,9 +25,14 @@ use bridge_launch::LAYOUT;
 pub fn exec(command: &str, args: &[String], channels: &[i32], control: &mut Option<File>) -> ! {
     let mut placement = Placement::new();
     for &fd in channels {
-        match LAYOUT.iter().find(|channel| channel.fd == fd && !channel.always) {
+        match LAYOUT
+            .iter()
+            .find(|channel| channel.fd == fd && !channel.always)
+        {
             Some(channel) => placement.put(*channel, fd),
-            None => crate::unix::fatal(&format!("--channel-fd {fd}: not a declared channel of the launch layer")),
+            None => crate::unix::fatal(&format!(
+                "--channel-fd {fd}: not a declared channel of the launch layer"
+            )),
         };
     }
     // SAFETY: this process is about to exec and runs one thread (no signal
@@ -35,7 +40,12 @@ pub fn exec(command: &str, args: &[String], channels: &[i32], control: &mut Opti
     // table here is what `apply` is for.
     if let Err(error) = unsafe { placement.apply() } {
         let told = format!("cannot place the backend's descriptors: {error}");
-        crate::unix::cannot_start(control, error.raw_os_error().unwrap_or(nix::libc::EIO), &error.to_string(), &told);
+        crate::unix::cannot_start(
+            control,
+            error.raw_os_error().unwrap_or(nix::libc::EIO),
+            &error.to_string(),
+            &told,
+        );
     }
     // Caught signals are reset on exec; std resets SIGPIPE to its default.
     let error = Command::new(command).args(args).exec();

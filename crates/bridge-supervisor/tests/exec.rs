@@ -29,7 +29,11 @@ fn run(declared: bool, backend: &[&str]) -> (String, u32, String, Option<i32>) {
     if declared {
         command.args(["--channel-fd", "4"]);
     }
-    command.arg("--").args(backend).stdout(Stdio::piped()).stdin(Stdio::null());
+    command
+        .arg("--")
+        .args(backend)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null());
     // SAFETY: dup2 only, between fork and exec; the sources stay open in the
     // parent until spawn returns.
     unsafe {
@@ -45,7 +49,12 @@ fn run(declared: bool, backend: &[&str]) -> (String, u32, String, Option<i32>) {
     let mut child = command.spawn().unwrap();
     drop((control, channel, stray));
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let status = child.wait().unwrap();
     let mut report = String::new();
     (&control_host).read_to_string(&mut report).unwrap();
@@ -53,14 +62,19 @@ fn run(declared: bool, backend: &[&str]) -> (String, u32, String, Option<i32>) {
 }
 
 /// Builtins only: no descriptor of a pipeline or a listing in the way.
-const PROBE: &str = "echo $$; for n in 3 4 5 6 7; do [ -e /proc/$$/fd/$n ] && printf '%s ' $n; done; echo";
+const PROBE: &str =
+    "echo $$; for n in 3 4 5 6 7; do [ -e /proc/$$/fd/$n ] && printf '%s ' $n; done; echo";
 
 #[test]
 fn the_backend_is_the_same_process_with_only_its_channels() {
     let (out, pid, report, code) = run(true, &["sh", "-c", PROBE]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], pid.to_string(), "exec'd in place: {out}");
-    assert_eq!(lines[1].trim(), "4", "only the declared channel beyond stdio: {out}");
+    assert_eq!(
+        lines[1].trim(),
+        "4",
+        "only the declared channel beyond stdio: {out}"
+    );
     assert_eq!(report, "", "a started backend: end of file, no line");
     assert_eq!(code, Some(0));
 }
