@@ -48,7 +48,9 @@ export interface BridgeProcessOptions extends LineReaderOptions {
    * Linux and macOS). Supervised, no descendant survives the host, even a
    * SIGKILLed host; `child.pid` is then the supervisor's pid (the backend's
    * comes through `onStarted`). Without it, the backend has a process group
-   * of its own (Unix), which signals and the exit hook reach as a whole.
+   * of its own (Unix), which signals and the exit hook reach as a whole;
+   * where the binary exists it still launches the backend (`--exec`), so
+   * that the backend inherits only its channels (README "Containment").
    */
   supervise?: boolean | "auto";
   /**
