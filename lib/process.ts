@@ -50,7 +50,8 @@ export interface BridgeProcessOptions extends LineReaderOptions {
    * comes through `onStarted`). Without it, the backend has a process group
    * of its own (Unix), which signals and the exit hook reach as a whole;
    * where the binary exists it still launches the backend (`--exec`), so
-   * that the backend inherits only its channels (README "Containment").
+   * that the backend inherits only its channels (README "No process outlives
+   * the host").
    */
   supervise?: boolean | "auto";
   /**
