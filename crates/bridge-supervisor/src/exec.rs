@@ -30,7 +30,7 @@ pub fn exec(command: &str, args: &[String], channels: &[i32], control: &mut Opti
             .find(|channel| channel.fd == fd && !channel.always)
         {
             Some(channel) => placement.put(*channel, fd),
-            None => crate::unix::fatal(&format!(
+            None => crate::control::fatal(&format!(
                 "--channel-fd {fd}: not a declared channel of the launch layer"
             )),
         };
@@ -40,7 +40,7 @@ pub fn exec(command: &str, args: &[String], channels: &[i32], control: &mut Opti
     // table here is what `apply` is for.
     if let Err(error) = unsafe { placement.apply() } {
         let told = format!("cannot place the backend's descriptors: {error}");
-        crate::unix::cannot_start(
+        crate::control::cannot_start(
             control,
             error.raw_os_error().unwrap_or(nix::libc::EIO),
             &error.to_string(),
@@ -51,5 +51,5 @@ pub fn exec(command: &str, args: &[String], channels: &[i32], control: &mut Opti
     let error = Command::new(command).args(args).exec();
     let number = error.raw_os_error().unwrap_or(nix::libc::EIO);
     let told = format!("cannot start {command}: {error}");
-    crate::unix::cannot_start(control, number, &error.to_string(), &told)
+    crate::control::cannot_start(control, number, &error.to_string(), &told)
 }

@@ -54,6 +54,8 @@
 //! backend's process group, which misses descendants that left it.
 
 #[cfg(unix)]
+mod control;
+#[cfg(unix)]
 mod exec;
 #[cfg(unix)]
 mod unix;

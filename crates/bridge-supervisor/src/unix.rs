@@ -1,7 +1,7 @@
 //! The supervisor on Unix (see the crate's notes in `main.rs`).
 
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -9,7 +9,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, killpg, raise, signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -17,10 +16,8 @@ use nix::unistd::{getpid, Pid};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The control socket's file descriptor (see the crate's notes).
-const CONTROL_FD: i32 = 3;
-/// Exit status when the backend could not be started (as shells use).
-const CANNOT_START: i32 = 127;
+use crate::control::{cannot_start, control_socket, fatal, report, CONTROL_FD};
+
 /// The signals the supervisor handles (see the crate's notes).
 const HANDLED: [Signal; 6] = [
     Signal::SIGCHLD,
@@ -241,43 +238,6 @@ fn adopt(backend: Pid, control: &mut Option<File>) -> Option<WaitStatus> {
             }
         }
     }
-}
-
-/// `failed <ERRNO> <number> <message>` on the control socket (or `told` on
-/// stderr without one), then exit 127.
-pub(crate) fn cannot_start(control: &mut Option<File>, number: i32, message: &str, told: &str) -> ! {
-    let name = format!("{:?}", Errno::from_raw(number));
-    if control.is_some() {
-        report(control, &format!("failed {name} {number} {message}\n"));
-    } else {
-        eprintln!("process-bridge-supervisor: {told}");
-    }
-    std::process::exit(CANNOT_START);
-}
-
-/// The control socket from the host, if fd 3 is open; not inherited by the backend.
-fn control_socket() -> Option<File> {
-    // SAFETY: F_GETFD on any integer is sound; it only says whether fd 3 is open.
-    if unsafe { nix::libc::fcntl(CONTROL_FD, nix::libc::F_GETFD) } < 0 {
-        return None;
-    }
-    // SAFETY: fd 3 is open and nothing else in this process owns it: the
-    // host handed it to us, and we take it over.
-    let owned = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
-    let _ = fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
-    Some(File::from(owned))
-}
-
-/// Writes a line to the host; a host that is gone is not an error here.
-fn report(control: &mut Option<File>, line: &str) {
-    if let Some(socket) = control {
-        let _ = socket.write_all(line.as_bytes());
-    }
-}
-
-pub(crate) fn fatal(error: &dyn std::fmt::Display) -> ! {
-    eprintln!("process-bridge-supervisor: {error}");
-    std::process::exit(CANNOT_START);
 }
 
 struct Supervisor {
