@@ -242,6 +242,14 @@ export interface CommandProblem {
   field?: string
 }
 
+/**
+ * The supervisor lookup's rules, applied to the places the TypeScript host
+ * knows (`lib/spawn/supervisor.ts`), so that they are the bridge's rules
+ * too: `named` replaces the candidates (empty: none), the first executable
+ * candidate wins, an `expected` one that is not there is reported.
+ */
+export declare function findSupervisor(named: string | undefined | null, candidates: Array<string>, expected?: string | undefined | null): SupervisorLookup
+
 /** Why a fork request was not sent (`bridge_prefork::ForkError`). */
 export interface ForkRefusal {
   /** `not-ready`, `unavailable`, `busy` or `io`. */
@@ -373,6 +381,18 @@ export declare function registerDecodeErrorFactory(factory: (message: string, fi
  * own `stdio: "pipe"` kept both host ends open then).
  */
 export declare function socketPair(): Array<number>
+
+/** What `findSupervisor` found (`crates/bridge-launch`'s `supervisor::Lookup`). */
+export interface SupervisorLookup {
+  /** `found`, `declined` (an empty override), `absent` or `missing`. */
+  kind: string
+  /** The supervisor (`found`), or where it should be (`missing`). */
+  path?: string
+  /** For `missing`: `ENOENT` (nothing there) or `EACCES` (not executable). */
+  code?: string
+  /** For `missing`: the user named the path (else the host expected it there). */
+  named: boolean
+}
 
 /**
  * Takes the exclusive lock of the file at `path` (created empty when

@@ -845,6 +845,7 @@ module.exports.batchContract = nativeBinding.batchContract
 module.exports.channelLayout = nativeBinding.channelLayout
 module.exports.closeDescriptor = nativeBinding.closeDescriptor
 module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
+module.exports.findSupervisor = nativeBinding.findSupervisor
 module.exports.isSupportedProtocolVersion = nativeBinding.isSupportedProtocolVersion
 module.exports.protocolTables = nativeBinding.protocolTables
 module.exports.registerDecodeErrorFactory = nativeBinding.registerDecodeErrorFactory

@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { closeWarmServers, spawnBridgeProcess, startBridgeProcess, type BridgeChild, type BridgeEvent, type BridgeProcessOptions } from "../lib/index";
 import { native } from "../lib/native";
 import { CHANNEL_FD, HOST_CHANNEL_ENV, stdioByChannel } from "../lib/spawn/channels";
+import { findSupervisor, missingSupervisor, platformName, runnableSupervisor } from "../lib/spawn/supervisor";
 import { repoRoot } from "./helpers";
 
 const backends = join(repoRoot, "tests", "e2e", "backends");
@@ -113,6 +114,30 @@ describe("the channel table", () => {
     expect(stdioByChannel({ stdin: 10, stdout: 11, stderr: 12, control: 14, host: 13 })).toEqual([10, 11, 12, 14, 13]);
   });
 
+  it("the supervisor lookup's rules come from the addon (bridge-launch's supervisor.rs, the bridge's too); lib only gives the places", () => {
+    const runnable = join(repoRoot, `process-bridge-supervisor.${platformName()}`);
+    const plain = join(repoRoot, "package.json");
+    const gone = join(repoRoot, "no-such-supervisor-pbn");
+    expect(native.findSupervisor("", [runnable], null)).toMatchObject({ kind: "declined" });
+    expect(native.findSupervisor(undefined, [gone, plain, runnable], null)).toMatchObject({ kind: "found", path: runnable });
+    expect(native.findSupervisor(undefined, [gone, plain], null)).toMatchObject({ kind: "absent" });
+    expect(native.findSupervisor(undefined, [gone], plain)).toEqual({ kind: "missing", path: plain, code: "EACCES", named: false });
+    expect(native.findSupervisor(gone, [runnable], null)).toEqual({ kind: "missing", path: gone, code: "ENOENT", named: true });
+    // lib: a named one is used as named (the start then says supervisor-missing), empty is none.
+    const saved = process.env.PROCESS_BRIDGE_SUPERVISOR;
+    try {
+      process.env.PROCESS_BRIDGE_SUPERVISOR = gone;
+      expect([findSupervisor(), runnableSupervisor(), missingSupervisor()]).toEqual([gone, null, null]);
+      process.env.PROCESS_BRIDGE_SUPERVISOR = "";
+      expect([findSupervisor(), runnableSupervisor(), missingSupervisor()]).toEqual([null, null, null]);
+      delete process.env.PROCESS_BRIDGE_SUPERVISOR;
+      expect([findSupervisor(), runnableSupervisor()]).toEqual([runnable, runnable]);
+    } finally {
+      if (saved === undefined) delete process.env.PROCESS_BRIDGE_SUPERVISOR;
+      else process.env.PROCESS_BRIDGE_SUPERVISOR = saved;
+    }
+  });
+
   it("spawnBridgeProcess refuses a warm option instead of ignoring it", () => {
     expect(() => spawnBridgeProcess(options({ warm: true }), { onEvent: () => {} })).toThrow(
       expect.objectContaining({ code: "invalid-option", option: "warm" }),
@@ -137,7 +162,7 @@ describe("the channel table", () => {
  */
 const modes: [string, Partial<BridgeProcessOptions>, (fds: number[]) => number[]][] = [
   ["cold, supervised", { supervise: true }, (fds) => fds],
-  ["cold, without the supervisor", { supervise: false }, (fds) => fds.filter((fd) => fd < 64)],
+  ["cold, without the supervisor", { supervise: false }, (fds) => fds],
   ["warm", { warm: { fallback: "error" } }, (fds) => fds],
 ];
 

@@ -45,12 +45,15 @@ describe("start failures say why", () => {
     });
   }
 
-  it("a command that is not there, under the supervisor: named as the command's ENOENT, not the supervisor's", async () => {
-    const error = await startError({ backend: { command: "no-such-command-pbn", supervise: true } });
-    expect(error.message).toBe("spawn no-such-command-pbn ENOENT");
-    expect(error.cause).toMatchObject({ code: "ENOENT", reason: "command-missing" });
-    expect(error.likelyCause).toMatch(/^no-such-command-pbn was not found \(ENOENT\): check the command and PATH/);
-  });
+  // Grouped, the supervisor's --exec reports the failed exec as the supervised start does.
+  for (const [how, supervise] of [["under the supervisor", true], ["grouped (launched through the supervisor's --exec)", false]] as const) {
+    it(`a command that is not there, ${how}: named as the command's ENOENT, not the supervisor's`, async () => {
+      const error = await startError({ backend: { command: "no-such-command-pbn", supervise } });
+      expect(error.message).toBe("spawn no-such-command-pbn ENOENT");
+      expect(error.cause).toMatchObject({ code: "ENOENT", reason: "command-missing" });
+      expect(error.likelyCause).toMatch(/^no-such-command-pbn was not found \(ENOENT\): check the command and PATH/);
+    });
+  }
 
   it("a relative command with a cwd: the cause says it is resolved against the cwd", async () => {
     // tests/e2e/backends has no .venv of its own; the repository root has.

@@ -14,7 +14,7 @@ import { CHANNEL_FD, HOST_CHANNEL_ENV } from "./spawn/channels";
 import { resolveStart, type StartPlan } from "./spawn/start-plan";
 import { InvalidOptionError } from "./errors";
 import { UnixStdio } from "./spawn/stdio";
-import { findSupervisor } from "./spawn/supervisor";
+import { findSupervisor, runnableSupervisor } from "./spawn/supervisor";
 import type { WarmOption } from "./spawn/warm/options";
 import type { FlowGate } from "./stream/flow";
 import { wirePushed, type BridgeProcessCallbacks, type LineReaderOptions } from "./wiring";
@@ -48,7 +48,10 @@ export interface BridgeProcessOptions extends LineReaderOptions {
    * Linux and macOS). Supervised, no descendant survives the host, even a
    * SIGKILLed host; `child.pid` is then the supervisor's pid (the backend's
    * comes through `onStarted`). Without it, the backend has a process group
-   * of its own (Unix), which signals and the exit hook reach as a whole.
+   * of its own (Unix), which signals and the exit hook reach as a whole;
+   * where the binary exists it still launches the backend (`--exec`), so
+   * that the backend inherits only its channels (README "No process outlives
+   * the host").
    */
   supervise?: boolean | "auto";
   /**
@@ -155,12 +158,17 @@ export function spawnPlanned(plan: StartPlan, callbacks: BridgeProcessCallbacks)
   if (hostChannel && process.platform === "win32") throw new Error("A host channel needs Unix (hostChannel: true).");
   const supervisor = supervisorFor(options);
   const mode: ContainmentMode = supervisor !== null ? "supervised" : process.platform === "win32" ? "plain" : "grouped";
-  const [command, args] = commandLine(plan, supervisor);
+  // Grouped, the supervisor binary still launches the backend when there
+  // is one (`--exec`: it places the descriptors, then becomes the
+  // backend), so that it inherits only its channels, as in every other
+  // mode; without one, Node's spawn passes on what the host holds.
+  const launcher = supervisor ?? (mode === "grouped" ? runnableSupervisor() : null);
+  const [command, args] = commandLine(plan, launcher, mode === "grouped");
   const env = options.env ?? process.env;
   const spawnOptions = {
     cwd: options.cwd,
     env: hostChannel ? { ...env, [HOST_CHANNEL_ENV]: String(CHANNEL_FD.host) } : env,
-    shell: mode === "supervised" ? false : (options.shell ?? false),
+    shell: launcher !== null ? false : (options.shell ?? false),
     // A group of its own (Unix): signals and the exit hook reach it whole.
     detached: mode !== "plain",
     windowsHide: true,
@@ -172,19 +180,20 @@ export function spawnPlanned(plan: StartPlan, callbacks: BridgeProcessCallbacks)
   let failedErrno: number | undefined;
   // Supervised, what the backend says waits for the supervisor's report
   // (`spawn/hold.ts`): `onStarted` comes first, as for a warm start.
-  const held = mode === "supervised" ? holdUntilStarted(callbacks) : { callbacks, release: () => {} };
+  // Launched through `--exec`, until the exec is done (its control socket's end).
+  const held = launcher !== null ? holdUntilStarted(callbacks) : { callbacks, release: () => {} };
   const exit = new ExitTracker(plan.exitDrainMs, {
     ...held.callbacks,
     onExit: (code, signal) => held.callbacks.onExit?.(failedErrno !== undefined ? -failedErrno : code, signal),
   });
-  const attempt: SpawnAttempt = { command: options.command, cwd: options.cwd, supervisor };
+  const attempt: SpawnAttempt = { command: options.command, cwd: options.cwd, supervisor: launcher };
 
   let child: WithHostChannel<ChildProcess>;
   let controlFd: number | undefined;
   if (process.platform !== "win32") {
     let stdio: UnixStdio;
     try {
-      stdio = new UnixStdio(held.callbacks, options, exit, mode === "supervised", hostChannel);
+      stdio = new UnixStdio(held.callbacks, options, exit, launcher !== null, hostChannel);
     } catch (error) {
       exit.dispose();
       throw spawnFailure(error, attempt);
@@ -232,6 +241,8 @@ export function spawnPlanned(plan: StartPlan, callbacks: BridgeProcessCallbacks)
         held.release();
       },
       ended: () => {
+        // `--exec` reports nothing once the backend runs: its end is the start.
+        if (mode === "grouped" && failedErrno === undefined && child.pid !== undefined) callbacks.onStarted?.(containment.info);
         held.release();
         controlEnded(null);
       },
@@ -273,8 +284,11 @@ function supervisorFor(options: BridgeProcessOptions): string | null {
   return path;
 }
 
-/** The command and arguments to spawn: the backend's, under the supervisor if there is one. */
-function commandLine(plan: StartPlan, supervisor: string | null): [string, string[]] {
+/**
+ * The command and arguments to spawn: the backend's, under the supervisor
+ * if there is one, or launched through it (`exec`: grouped mode).
+ */
+function commandLine(plan: StartPlan, supervisor: string | null, exec: boolean): [string, string[]] {
   const { options } = plan;
   const args = options.args ?? [];
   if (supervisor === null) return [options.command, args];
@@ -282,5 +296,6 @@ function commandLine(plan: StartPlan, supervisor: string | null): [string, strin
   const backend = options.shell ? ["/bin/sh", "-c", [options.command, ...args].join(" ")] : [options.command, ...args];
   // The supervisor passes the backend exactly the declared channels.
   const channels = plan.hostChannel ? ["--channel-fd", String(CHANNEL_FD.host)] : [];
+  if (exec) return [supervisor, ["--exec", ...channels, "--", ...backend]];
   return [supervisor, ["--term-grace-ms", String(plan.termGraceWholeMs), ...channels, "--", ...backend]];
 }

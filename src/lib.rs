@@ -22,7 +22,7 @@ mod host_channel;
 pub use host_channel::HostChannel;
 pub use file_lock::try_lock_file;
 mod launch;
-pub use launch::channel_layout;
+pub use launch::{channel_layout, find_supervisor};
 #[cfg(unix)]
 mod output_socket;
 #[cfg(unix)]

@@ -12,7 +12,9 @@
  * - **grouped** (Unix without the supervisor): the backend is the child, in
  *   a process group of its own (`detached`), and signals go to the group.
  *   Nothing survives the host's exit hook, but a SIGKILLed host cannot
- *   clean up.
+ *   clean up. Where the supervisor binary exists it still launches the
+ *   backend (`--exec`: descriptors placed, then exec in the same process),
+ *   so the child is the backend all the same.
  * - **plain** (Windows): the child alone (`child.kill`).
  * - **attached** (`attachAgentSession`): a process the application
  *   started; what its own `kill` does, nothing more.

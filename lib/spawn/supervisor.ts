@@ -7,9 +7,9 @@
  * package root (a build from source) or in the platform package
  * (`@agentlanejs/process-bridge-native-<platform>`). Windows has none.
  */
-import { accessSync, constants, existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { deniedPermission, RuntimePermissionError } from "../errors";
+import { native } from "../native";
 
 /** The napi-rs platform name of this process: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, … */
 export function platformName(): string {
@@ -40,9 +40,6 @@ export function supervisorFileName(): string {
   return `process-bridge-supervisor.${platformName()}`;
 }
 
-let found: string | null | undefined;
-let missing: MissingSupervisor | null | undefined;
-
 /**
  * This platform's package is installed but holds no runnable supervisor (a
  * release whose `files` lost it, or an install that dropped its mode): what
@@ -57,40 +54,59 @@ export interface MissingSupervisor {
   message: string;
 }
 
+/** What the addon's lookup answers. */
+type SupervisorLookup = ReturnType<typeof native.findSupervisor>;
+
+/** The lookup without an override, once per process (the files do not move). */
+let searched: SupervisorLookup | undefined;
+
+/**
+ * The places this host knows (beside the addon, in the platform package),
+ * looked up by the rules every host shares (`crates/bridge-launch`'s
+ * `supervisor.rs`, through the addon): this file only says where to look.
+ */
+function lookup(): SupervisorLookup {
+  const named = process.env.PROCESS_BRIDGE_SUPERVISOR;
+  if (named !== undefined) return native.findSupervisor(named, [], null);
+  if (searched !== undefined) return searched;
+  if (process.platform === "win32") return (searched = { kind: "absent", named: false });
+  const name = supervisorFileName();
+  const packaged = platformPackageDir();
+  const candidates = [join(__dirname, "..", "..", name)];
+  if (packaged !== undefined) candidates.push(join(packaged, name));
+  return (searched = native.findSupervisor(undefined, candidates, packaged === undefined ? null : join(packaged, name)));
+}
+
+/** This platform's package's folder, or `undefined` (a build from source). */
+function platformPackageDir(): string | undefined {
+  try {
+    return dirname(require.resolve(`@agentlanejs/process-bridge-native-${platformName()}/package.json`));
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The supervisor's path, or `null` where there is none (Windows, or a
  * platform package without it). `PROCESS_BRIDGE_SUPERVISOR` overrides the
- * lookup: a path, or an empty string for none.
+ * lookup: a path, or an empty string for none. A named path is used even
+ * when it cannot be run, so that the start fails and says why
+ * (`supervisor-missing`) rather than running silently without it.
  */
 export function findSupervisor(): string | null {
-  const override = process.env.PROCESS_BRIDGE_SUPERVISOR;
-  if (override !== undefined) return override === "" ? null : override;
-  if (found !== undefined) return found;
-  found = null;
-  if (process.platform === "win32") return found;
-  const name = supervisorFileName();
-  const candidates = [join(__dirname, "..", "..", name)];
-  try {
-    const platformPackage = require.resolve(`@agentlanejs/process-bridge-native-${platformName()}/package.json`);
-    candidates.push(join(dirname(platformPackage), name));
-  } catch {
-    // No platform package: a build from source.
-  }
-  for (const candidate of candidates) {
-    try {
-      accessSync(candidate, constants.X_OK);
-      found = candidate;
-      break;
-    } catch (error) {
-      // Not here, unless the runtime would not let us look (Deno without --allow-run).
-      const permission = deniedPermission(error);
-      if (permission !== undefined) {
-        found = undefined;
-        throw new RuntimePermissionError(permission, "to find and run its supervisor", { cause: error });
-      }
-    }
-  }
-  return found;
+  const found = lookup();
+  if (found.kind === "found" || (found.kind === "missing" && found.named)) return found.path ?? null;
+  return null;
+}
+
+/**
+ * The supervisor only when it can run, never a named one that cannot: what
+ * grouped mode launches its backend through (`--exec`), which must not
+ * turn a start that works without the supervisor into a failed one.
+ */
+export function runnableSupervisor(): string | null {
+  const found = lookup();
+  return found.kind === "found" ? (found.path ?? null) : null;
 }
 
 /**
@@ -100,24 +116,15 @@ export function findSupervisor(): string | null {
  * `PROCESS_BRIDGE_SUPERVISOR` names one or none.
  */
 export function missingSupervisor(): MissingSupervisor | null {
-  if (missing !== undefined) return missing;
-  missing = null;
-  if (process.platform === "win32" || process.env.PROCESS_BRIDGE_SUPERVISOR !== undefined || findSupervisor() !== null) return missing;
-  let packageDir: string;
-  try {
-    packageDir = dirname(require.resolve(`@agentlanejs/process-bridge-native-${platformName()}/package.json`));
-  } catch {
-    return missing;
-  }
-  const path = join(packageDir, supervisorFileName());
-  const code = existsSync(path) ? "EACCES" : "ENOENT";
+  const found = lookup();
+  if (found.kind !== "missing" || found.named || found.path == null) return null;
+  const code = found.code === "EACCES" ? "EACCES" : "ENOENT";
   const what = code === "ENOENT" ? "is not in" : "is not executable in";
-  missing = {
+  return {
     code,
-    path,
-    message: `The native supervisor ${supervisorFileName()} ${what} @agentlanejs/process-bridge-native-${platformName()} (${packageDir}), which should ship it: backends run in the weaker grouped mode (a SIGKILLed host can leave their processes behind). Reinstall the package; give supervise: false to choose that mode knowingly.`,
+    path: found.path,
+    message: `The native supervisor ${supervisorFileName()} ${what} @agentlanejs/process-bridge-native-${platformName()} (${dirname(found.path)}), which should ship it: backends run in the weaker grouped mode (a SIGKILLed host can leave their processes behind). Reinstall the package; give supervise: false to choose that mode knowingly.`,
   };
-  return missing;
 }
 
 /** What the supervisor reports on its control socket (`crates/bridge-supervisor`). */

@@ -7,10 +7,12 @@
 //! environment variable [`channels::HOST_CHANNEL_ENV`]). TypeScript reads it
 //! from the addon, the Python prefork server from its arguments: nothing
 //! else writes these numbers down. [`place`] puts descriptors at their
-//! numbers in a child between fork and exec.
+//! numbers in a child between fork and exec. [`supervisor`] is how every
+//! host finds `process-bridge-supervisor` (the host gives the places).
 
 pub mod channels;
 #[cfg(unix)]
 pub mod place;
+pub mod supervisor;
 
 pub use channels::{Channel, HOST_CHANNEL_ENV, LAYOUT};

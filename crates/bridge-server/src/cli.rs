@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use bridge_launch::supervisor::{self, Lookup, Search, FILE_NAME, OVERRIDE_ENV};
+
 use crate::backend::Launch;
 use crate::conversations::start::{Fallback, StartOptions};
 
@@ -113,9 +115,6 @@ pub struct ServeArgs {
     pub launcher: Vec<OsString>,
 }
 
-/// The supervisor's file name.
-const SUPERVISOR: &str = "process-bridge-supervisor";
-
 impl ServeArgs {
     /// How backends start: the supervisor warm starts need when `--warm`
     /// was given (or why there is none), the fallback, the start slots.
@@ -133,27 +132,36 @@ impl ServeArgs {
         }
     }
 
-    /// `--supervisor`, else $PROCESS_BRIDGE_SUPERVISOR, else the one beside
-    /// this binary, else the one on PATH.
+    /// `--supervisor`, else $PROCESS_BRIDGE_SUPERVISOR (empty: none), else
+    /// the one beside this binary, else the one on PATH; the rules are
+    /// `bridge_launch::supervisor`'s, the places this host's.
     fn supervisor(&self) -> Result<PathBuf, String> {
-        if let Some(given) = self.supervisor.as_ref().map(|p| from_here(p.as_os_str()).into()) {
-            return executable(given, "--supervisor");
-        }
-        if let Some(given) = std::env::var_os("PROCESS_BRIDGE_SUPERVISOR") {
-            return executable(from_here(&given).into(), "$PROCESS_BRIDGE_SUPERVISOR");
-        }
+        let flag = self.supervisor.as_ref().map(|p| from_here(p.as_os_str()));
+        let env = std::env::var_os(OVERRIDE_ENV).map(|p| from_here(&p));
+        let (named, from) = match (&flag, &env) {
+            (Some(flag), _) => (Some(flag.as_os_str()), "--supervisor".to_owned()),
+            (None, Some(env)) => (Some(env.as_os_str()), format!("${OVERRIDE_ENV}")),
+            (None, None) => (None, String::new()),
+        };
         let beside = std::env::current_exe()
             .ok()
-            .and_then(|exe| exe.parent().map(|dir| dir.join(SUPERVISOR)));
+            .and_then(|exe| exe.parent().map(|dir| dir.join(FILE_NAME)));
         let on_path = std::env::var_os("PATH")
-            .map(|path| std::env::split_paths(&path).map(|dir| dir.join(SUPERVISOR)).collect::<Vec<_>>())
+            .map(|path| std::env::split_paths(&path).map(|dir| dir.join(FILE_NAME)).collect::<Vec<_>>())
             .unwrap_or_default();
-        beside.iter().chain(on_path.iter()).find(|path| is_executable(path)).cloned().ok_or_else(|| {
-            format!(
-                "--warm needs {SUPERVISOR}: none beside {} nor on PATH (install it with `cargo install --path crates/bridge-supervisor`, or pass --supervisor PATH)",
+        let candidates: Vec<PathBuf> = beside.iter().chain(on_path.iter()).cloned().collect();
+        match supervisor::find(Search { named, candidates: &candidates, expected: None }) {
+            Lookup::Found(path) => Ok(path),
+            Lookup::Declined => Err(format!("{from} is empty: no {FILE_NAME}")),
+            Lookup::Missing(missing) => Err(format!(
+                "{from} names {}, which is not an executable {FILE_NAME}",
+                missing.path.display()
+            )),
+            Lookup::Absent => Err(format!(
+                "--warm needs {FILE_NAME}: none beside {} nor on PATH (install it with `cargo install --path crates/bridge-supervisor`, or pass --supervisor PATH)",
                 beside.as_deref().map_or("this binary".into(), |p| p.display().to_string())
-            )
-        })
+            )),
+        }
     }
 
     pub fn launch(&self) -> Launch {
@@ -172,8 +180,9 @@ impl ServeArgs {
             supervisor: match self.supervisor() {
                 Ok(path) => Some(path),
                 Err(why) => {
-                    // Named but unusable is said; not found is the quiet default.
-                    if self.supervisor.is_some() || std::env::var_os("PROCESS_BRIDGE_SUPERVISOR").is_some() {
+                    // Named but unusable is said; not found (or none chosen) is quiet.
+                    let named = self.supervisor.is_some() || std::env::var_os(OVERRIDE_ENV).is_some_and(|v| !v.is_empty());
+                    if named {
                         eprintln!("agentlane-bridge: cold conversations run without the supervisor: {why}");
                     }
                     None
@@ -253,18 +262,5 @@ fn from_here(program: &std::ffi::OsStr) -> OsString {
     match std::env::current_dir() {
         Ok(here) => here.join(path).into_os_string(),
         Err(_) => program.to_owned(),
-    }
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn executable(path: PathBuf, from: &str) -> Result<PathBuf, String> {
-    if is_executable(&path) {
-        Ok(path)
-    } else {
-        Err(format!("{from} names {}, which is not an executable {SUPERVISOR}", path.display()))
     }
 }

@@ -206,3 +206,28 @@ fn warm_without_a_supervisor_serves_cold_with_the_default_fallback_and_says_why(
         "{stderr}"
     );
 }
+
+/// The lookup's rules are `bridge_launch::supervisor`'s, the Node package's
+/// too: an empty `$PROCESS_BRIDGE_SUPERVISOR` means none (not a path that
+/// is not there), and a named file that is not executable is refused.
+#[test]
+fn the_supervisor_override_empty_is_none_and_a_plain_file_is_refused() {
+    let run = |value: &str| {
+        Command::new(env!("CARGO_BIN_EXE_agentlane-bridge"))
+            .args(["--app", "x:y", "--warm", "--warm-fallback", "error", "--", "python3", "-c", READY_SCRIPT])
+            .env("PROCESS_BRIDGE_SUPERVISOR", value)
+            .output()
+            .expect("agentlane-bridge runs")
+    };
+    let failed = failure(&run(""));
+    assert!(
+        failed["message"].as_str().unwrap().contains("$PROCESS_BRIDGE_SUPERVISOR is empty: no process-bridge-supervisor"),
+        "{failed}"
+    );
+    let plain = std::env::temp_dir().join(format!("pbn-plain-supervisor-{}", std::process::id()));
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    let failed = failure(&run(plain.to_str().unwrap()));
+    let _ = std::fs::remove_file(&plain);
+    let expected = format!("$PROCESS_BRIDGE_SUPERVISOR names {}, which is not an executable process-bridge-supervisor", plain.display());
+    assert!(failed["message"].as_str().unwrap().contains(&expected), "{failed}");
+}

@@ -5,6 +5,7 @@
 //! ```text
 //! process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]… -- <command> [args…]
 //! process-bridge-supervisor [--term-grace-ms N] --adopt <pid>
+//! process-bridge-supervisor --exec [--channel-fd N]… -- <command> [args…]
 //! ```
 //!
 //! The backend runs as the supervisor's child, in a process group of its
@@ -30,6 +31,12 @@
 //! the prefork server's conversations, `docs/prefork.md`), and the first
 //! line is `started <pid> <supervisor pid>`. Everything else is the same.
 //!
+//! With `--exec` it supervises nothing: it places the backend's descriptors
+//! (the same guarantee: stdin, stdout, stderr and the declared channels)
+//! and execs the backend in its own process (`exec.rs`), for a host that
+//! contains the backend itself (the Node package's grouped mode); fd 3
+//! then only carries a `failed` line, and its end of file means started.
+//!
 //! SIGTERM also means terminate, and SIGUSR2 means terminate *now* (no
 //! grace: what the host sends for its SIGKILL); SIGINT, SIGHUP and SIGUSR1
 //! are passed on to the backend's process group. Terminating sends
@@ -46,6 +53,10 @@
 //! the supervisor finds every descendant. Elsewhere it signals the
 //! backend's process group, which misses descendants that left it.
 
+#[cfg(unix)]
+mod control;
+#[cfg(unix)]
+mod exec;
 #[cfg(unix)]
 mod unix;
 

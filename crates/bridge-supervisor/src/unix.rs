@@ -1,7 +1,7 @@
 //! The supervisor on Unix (see the crate's notes in `main.rs`).
 
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -9,7 +9,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, killpg, raise, signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -17,10 +16,8 @@ use nix::unistd::{getpid, Pid};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The control socket's file descriptor (see the crate's notes).
-const CONTROL_FD: i32 = 3;
-/// Exit status when the backend could not be started (as shells use).
-const CANNOT_START: i32 = 127;
+use crate::control::{cannot_start, control_socket, fatal, report, CONTROL_FD};
+
 /// The signals the supervisor handles (see the crate's notes).
 const HANDLED: [Signal; 6] = [
     Signal::SIGCHLD,
@@ -46,12 +43,15 @@ enum Backend {
     /// `--adopt <pid>`: the process that exec'd us forked it (the prefork
     /// server's conversations, docs/prefork.md).
     Adopt(Pid),
+    /// `--exec`: place the descriptors and become the backend (`exec.rs`).
+    Exec { command: String, args: Vec<String> },
 }
 
 fn parse_options() -> Result<Options, lexopt::Error> {
     use lexopt::prelude::*;
     let mut term_grace = Duration::from_millis(500);
     let mut adopt: Option<i32> = None;
+    let mut exec = false;
     let mut channels = Vec::new();
     let mut parser = lexopt::Parser::from_env();
     let mut rest: Vec<String> = Vec::new();
@@ -67,6 +67,7 @@ fn parse_options() -> Result<Options, lexopt::Error> {
                 }
                 channels.push(fd);
             }
+            Long("exec") => exec = true,
             Long("adopt") => {
                 let pid: i32 = parser.value()?.parse()?;
                 if pid <= 0 {
@@ -82,14 +83,17 @@ fn parse_options() -> Result<Options, lexopt::Error> {
         }
     }
     let what = match adopt {
+        Some(_) if exec => return Err("--exec and --adopt exclude each other".into()),
         Some(pid) if rest.is_empty() => Backend::Adopt(Pid::from_raw(pid)),
         Some(_) => return Err("--adopt takes no command".into()),
         None => {
             let mut rest = rest.into_iter();
             let command = rest.next().ok_or("missing the command to supervise")?;
-            Backend::Spawn {
-                command,
-                args: rest.collect(),
+            let args = rest.collect();
+            if exec {
+                Backend::Exec { command, args }
+            } else {
+                Backend::Spawn { command, args }
             }
         }
     };
@@ -102,12 +106,15 @@ pub fn main() {
         Err(error) => {
             eprintln!("process-bridge-supervisor: {error}");
             eprintln!(
-                "usage: process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]... -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>"
+                "usage: process-bridge-supervisor [--term-grace-ms N] [--channel-fd N]... -- <command> [args...]\n       process-bridge-supervisor [--term-grace-ms N] --adopt <pid>\n       process-bridge-supervisor --exec [--channel-fd N]... -- <command> [args...]"
             );
             std::process::exit(2);
         }
     };
     let mut control = control_socket();
+    if let Backend::Exec { command, args } = &options.what {
+        crate::exec::exec(command, args, &options.channels, &mut control);
+    }
     // Orphaned descendants become our children, so that we can find them.
     #[cfg(any(target_os = "linux", target_os = "android"))]
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -134,6 +141,7 @@ pub fn main() {
             report(&mut control, &format!("started {backend}\n"));
             (backend, None)
         }
+        Backend::Exec { .. } => unreachable!("an exec'd supervisor is the backend"),
         Backend::Adopt(backend) => {
             let status = adopt(backend, &mut control);
             // The host is not our parent: it learns our pid here.
@@ -230,43 +238,6 @@ fn adopt(backend: Pid, control: &mut Option<File>) -> Option<WaitStatus> {
             }
         }
     }
-}
-
-/// `failed <ERRNO> <number> <message>` on the control socket (or `told` on
-/// stderr without one), then exit 127.
-fn cannot_start(control: &mut Option<File>, number: i32, message: &str, told: &str) -> ! {
-    let name = format!("{:?}", Errno::from_raw(number));
-    if control.is_some() {
-        report(control, &format!("failed {name} {number} {message}\n"));
-    } else {
-        eprintln!("process-bridge-supervisor: {told}");
-    }
-    std::process::exit(CANNOT_START);
-}
-
-/// The control socket from the host, if fd 3 is open; not inherited by the backend.
-fn control_socket() -> Option<File> {
-    // SAFETY: F_GETFD on any integer is sound; it only says whether fd 3 is open.
-    if unsafe { nix::libc::fcntl(CONTROL_FD, nix::libc::F_GETFD) } < 0 {
-        return None;
-    }
-    // SAFETY: fd 3 is open and nothing else in this process owns it: the
-    // host handed it to us, and we take it over.
-    let owned = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
-    let _ = fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
-    Some(File::from(owned))
-}
-
-/// Writes a line to the host; a host that is gone is not an error here.
-fn report(control: &mut Option<File>, line: &str) {
-    if let Some(socket) = control {
-        let _ = socket.write_all(line.as_bytes());
-    }
-}
-
-fn fatal(error: &dyn std::fmt::Display) -> ! {
-    eprintln!("process-bridge-supervisor: {error}");
-    std::process::exit(CANNOT_START);
 }
 
 struct Supervisor {
