@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bridge_core::framer::{Frame, LineFramer};
 use bridge_host_channel::{
-    AbortReason, Answer, CallId, Channel, ChannelOptions, Output, ReplyErrorKind, Request,
-    StoreOptions, ToolSpec,
+    check_snapshot, AbortReason, Answer, CallId, Channel, ChannelOptions, ExpectedAgent, Output,
+    ReplyErrorKind, Request, SnapshotRefusal, StoreOptions, ToolSpec,
 };
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -57,17 +57,85 @@ pub struct HostChannelOutput {
     pub what: Option<String>,
     /// `call_tool`: the tool. `diagnostic`: the message.
     pub name: Option<String>,
-    /// `call_tool`: the arguments' JSON text; `store_save`: the snapshot's.
+    /// `call_tool`: the arguments' JSON text; `store_save`: the snapshot's,
+    /// checked, its `revision` member first (`snapshotText` of the core).
     pub json: Option<String>,
     pub tool_call_id: Option<String>,
     pub run_id: Option<String>,
     /// `store_save`: the snapshot's revision.
     pub revision: Option<f64>,
+    /// `store_save`: the snapshot's agent (`agent_id.type`, `agent_id.key`).
+    pub agent_type: Option<String>,
+    pub agent_key: Option<String>,
+    /// `store_save`: why the snapshot was refused (then no `json`): the
+    /// store is not asked, the backend is answered `store-error`.
+    pub refused: Option<SnapshotRefused>,
     /// `store_save`, `store_delete`: the expected revision (none: the store must be empty).
     pub expected_revision: Option<f64>,
     /// `diagnostic`: the failing fields; the request id, when one was read.
     pub fields: Option<Vec<String>>,
     pub id: Option<String>,
+}
+
+/// A snapshot refused by the check (`SnapshotError` in TypeScript).
+#[napi(object)]
+pub struct SnapshotRefused {
+    /// `snapshot-corrupted`, `snapshot-version-unsupported` or `snapshot-agent-mismatch`.
+    pub code: String,
+    /// The failing field's dotted path (`""`: the document).
+    pub field: String,
+    pub message: String,
+}
+
+impl From<SnapshotRefusal> for SnapshotRefused {
+    fn from(refusal: SnapshotRefusal) -> Self {
+        SnapshotRefused {
+            code: refusal.code.code().to_owned(),
+            field: refusal.field,
+            message: refusal.message,
+        }
+    }
+}
+
+/// A snapshot's text judged as the store path judges a backend's save.
+#[napi(object)]
+pub struct SnapshotTextCheck {
+    /// The text with its `revision` member first (none when refused).
+    pub text: Option<String>,
+    pub revision: Option<f64>,
+    pub agent_type: Option<String>,
+    pub agent_key: Option<String>,
+    pub refused: Option<SnapshotRefused>,
+}
+
+/// Checks snapshot JSON text as `checkSnapshot(JSON.parse(text), { agentId })`
+/// does, in Rust (issue 33: the save path parses nothing in JavaScript).
+#[napi(catch_unwind)]
+pub fn check_snapshot_text(
+    text: String,
+    agent_type: Option<String>,
+    agent_key: Option<String>,
+) -> SnapshotTextCheck {
+    let expected = agent_type.as_deref().map(|agent_type| ExpectedAgent {
+        agent_type,
+        key: agent_key.as_deref(),
+    });
+    match check_snapshot(&text, expected) {
+        Ok(checked) => SnapshotTextCheck {
+            revision: Some(checked.revision as f64),
+            agent_type: Some(checked.agent_type),
+            agent_key: Some(checked.agent_key),
+            text: Some(checked.text.into_owned()),
+            refused: None,
+        },
+        Err(refusal) => SnapshotTextCheck {
+            text: None,
+            revision: None,
+            agent_type: None,
+            agent_key: None,
+            refused: Some(refusal.into()),
+        },
+    }
 }
 
 impl HostChannelOutput {
@@ -82,6 +150,9 @@ impl HostChannelOutput {
             tool_call_id: None,
             run_id: None,
             revision: None,
+            agent_type: None,
+            agent_key: None,
+            refused: None,
             expected_revision: None,
             fields: None,
             id: None,
@@ -294,9 +365,17 @@ impl HostChannel {
                     Request::StoreLoad => out.what = Some("store_load".into()),
                     Request::StoreSave(save) => {
                         out.what = Some("store_save".into());
-                        out.json = Some(save.snapshot.get().to_owned());
-                        out.revision = Some(save.revision as f64);
                         out.expected_revision = revision(save.expected_revision);
+                        // Checked here, where the text is: JavaScript takes it as it is.
+                        match check_snapshot(save.snapshot.get(), None) {
+                            Ok(checked) => {
+                                out.revision = Some(checked.revision as f64);
+                                out.agent_type = Some(checked.agent_type);
+                                out.agent_key = Some(checked.agent_key);
+                                out.json = Some(checked.text.into_owned());
+                            }
+                            Err(refusal) => out.refused = Some(refusal.into()),
+                        }
                     }
                     Request::StoreDelete { expected_revision } => {
                         out.what = Some("store_delete".into());
