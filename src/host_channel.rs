@@ -14,8 +14,12 @@ use bridge_host_channel::{
     check_snapshot, AbortReason, Answer, CallId, Channel, ChannelOptions, ExpectedAgent, Output,
     ReplyErrorKind, Request, SnapshotRefusal, StoreOptions, ToolSpec,
 };
+use bridge_core::reader::LARGE_LINE_BYTES;
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi_derive::napi;
+
+use crate::external::LineText;
 
 /// One tool as the TypeScript layer declares it.
 #[napi(object)]
@@ -42,9 +46,30 @@ pub struct HostChannelConfig {
     pub max_line_bytes: Option<f64>,
 }
 
+/// JSON text for JavaScript: a large ASCII one (a long conversation's
+/// snapshot) becomes a V8 external string over this memory, so the
+/// JavaScript thread does not copy it again (src/external.rs).
+pub struct JsonText(LineText);
+
+impl JsonText {
+    fn new(text: String) -> Self {
+        if text.len() >= LARGE_LINE_BYTES && text.is_ascii() {
+            JsonText(LineText::Latin1(text.into_bytes()))
+        } else {
+            JsonText(LineText::Utf8(text))
+        }
+    }
+}
+
+impl ToNapiValue for JsonText {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
+        value.0.into_js(env)
+    }
+}
+
 /// One output of the core (see `bridge_host_channel::Output`), flattened:
 /// `kind` says which fields are set.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct HostChannelOutput {
     /// `send`, `request`, `abort` or `diagnostic`.
     pub kind: String,
@@ -59,7 +84,8 @@ pub struct HostChannelOutput {
     pub name: Option<String>,
     /// `call_tool`: the arguments' JSON text; `store_save`: the snapshot's,
     /// checked, its `revision` member first (`snapshotText` of the core).
-    pub json: Option<String>,
+    #[napi(ts_type = "string")]
+    pub json: Option<JsonText>,
     pub tool_call_id: Option<String>,
     pub run_id: Option<String>,
     /// `store_save`: the snapshot's revision.
@@ -358,7 +384,7 @@ impl HostChannel {
                     Request::CallTool(tool) => {
                         out.what = Some("call_tool".into());
                         out.name = Some(tool.name);
-                        out.json = Some(tool.arguments.get().to_owned());
+                        out.json = Some(JsonText::new(tool.arguments.get().to_owned()));
                         out.tool_call_id = tool.tool_call_id;
                         out.run_id = tool.run_id;
                     }
@@ -372,7 +398,7 @@ impl HostChannel {
                                 out.revision = Some(checked.revision as f64);
                                 out.agent_type = Some(checked.agent_type);
                                 out.agent_key = Some(checked.agent_key);
-                                out.json = Some(checked.text.into_owned());
+                                out.json = Some(JsonText::new(checked.text.into_owned()));
                             }
                             Err(refusal) => out.refused = Some(refusal.into()),
                         }
