@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bridge_core::framer::{Frame, LineFramer};
+use bridge_core::reader::LARGE_LINE_BYTES;
 use bridge_host_channel::{
     check_snapshot, AbortReason, Answer, CallId, Channel, ChannelOptions, ExpectedAgent, Output,
     ReplyErrorKind, Request, SnapshotRefusal, StoreOptions, ToolSpec,
 };
-use bridge_core::reader::LARGE_LINE_BYTES;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;

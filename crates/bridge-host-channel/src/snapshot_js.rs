@@ -68,13 +68,20 @@ fn describe_units(units: &[u16]) -> String {
             Ok('\n') => out.push_str("\\n"),
             Ok('\r') => out.push_str("\\r"),
             Ok('\t') => out.push_str("\\t"),
-            Ok(c) if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            Ok(c) if (c as u32) < 0x20 => unit_escape(&mut out, c as u16),
             Ok(c) => out.push(c),
-            Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
+            Err(lone) => unit_escape(&mut out, lone.unpaired_surrogate()),
         }
     }
     out.push('"');
     out
+}
+
+/// `\uXXXX` with lowercase hex, as `JSON.stringify` writes a control
+/// character or a lone surrogate.
+fn unit_escape(out: &mut String, unit: u16) {
+    use std::fmt::Write;
+    let _ = write!(out, "\\u{unit:04x}");
 }
 
 /// The UTF-16 units `JSON.parse` makes of a string's content (escapes
@@ -216,7 +223,9 @@ pub(crate) fn is_date_time(text: &str) -> bool {
 
 fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => {
+            29
+        }
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
