@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use bridge_core::framer::{Frame, LineFramer};
 use bridge_core::reader::LARGE_LINE_BYTES;
 use bridge_host_channel::{
-    check_snapshot, AbortReason, Answer, CallId, Channel, ChannelOptions, ExpectedAgent, Output,
-    ReplyErrorKind, Request, SnapshotRefusal, StoreOptions, ToolSpec,
+    check_snapshot, check_snapshot_owned, AbortReason, Answer, CallId, Channel, ChannelOptions,
+    ExpectedAgent, Output, ReplyErrorKind, Request, SnapshotRefusal, StoreOptions, ToolSpec,
 };
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -393,7 +393,9 @@ impl HostChannel {
                         out.what = Some("store_save".into());
                         out.expected_revision = revision(save.expected_revision);
                         // Checked here, where the text is: JavaScript takes it as it is.
-                        match check_snapshot(save.snapshot.get(), None) {
+                        // The decode's own copy of the snapshot, revision moved first in place.
+                        let text = Box::<str>::from(save.snapshot).into_string();
+                        match check_snapshot_owned(text, None) {
                             Ok(checked) => {
                                 out.revision = Some(checked.revision as f64);
                                 out.agent_type = Some(checked.agent_type);

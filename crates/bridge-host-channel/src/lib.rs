@@ -32,7 +32,7 @@ pub use encode::Answer;
 pub use error::{ChannelError, ChannelErrorKind};
 pub use protocol::{Hello, Message, ReplyErrorKind, StoreSave, ToolCall};
 pub use snapshot::{
-    check_snapshot, CheckedSnapshot, ExpectedAgent, SnapshotErrorCode, SnapshotRefusal,
-    SNAPSHOT_SCHEMA_VERSION,
+    check_snapshot, check_snapshot_owned, CheckedSnapshot, ExpectedAgent, SnapshotErrorCode,
+    SnapshotRefusal, SNAPSHOT_SCHEMA_VERSION,
 };
 pub use tools::{ArgumentIssues, ToolSpec, ToolSpecError, MAX_ARGUMENT_ISSUES};

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use bridge_core::json::{JsonCursor, Kind, SyntaxError, TextCursor};
 
 use crate::snapshot_js::{describe_str, is_date_time, Val};
-use crate::snapshot_text::revision_first;
+use crate::snapshot_text::{into_revision_first, revision_first};
 
 /// The one `schema_version` agentlane 0.22.0 writes and reads.
 pub const SNAPSHOT_SCHEMA_VERSION: u64 = 1;
@@ -97,18 +97,65 @@ pub fn check_snapshot<'a>(
     text: &'a str,
     expected: Option<ExpectedAgent<'_>>,
 ) -> Result<CheckedSnapshot<'a>, SnapshotRefusal> {
+    let facts = facts(text, expected)?;
+    let moved = revision_first(
+        text,
+        facts.open,
+        facts.close,
+        facts.revision,
+        &facts.members,
+    );
+    Ok(facts.with_text(moved))
+}
+
+/// `check_snapshot` of text the caller owns (the addon's save path): the
+/// revision-first text is made in the same buffer when it can be, so a
+/// long conversation is not copied.
+pub fn check_snapshot_owned(
+    text: String,
+    expected: Option<ExpectedAgent<'_>>,
+) -> Result<CheckedSnapshot<'static>, SnapshotRefusal> {
+    let facts = facts(&text, expected)?;
+    let moved = into_revision_first(
+        text,
+        facts.open,
+        facts.close,
+        facts.revision,
+        &facts.members,
+    );
+    Ok(facts.with_text(Cow::Owned(moved)))
+}
+
+/// What the check read of an accepted snapshot, and where its `revision` members are.
+struct Facts {
+    revision: u64,
+    agent_type: String,
+    agent_key: String,
+    open: usize,
+    close: usize,
+    members: Vec<(usize, usize)>,
+}
+
+impl Facts {
+    fn with_text(self, text: Cow<'_, str>) -> CheckedSnapshot<'_> {
+        CheckedSnapshot {
+            revision: self.revision,
+            agent_type: self.agent_type,
+            agent_key: self.agent_key,
+            text,
+        }
+    }
+}
+
+fn facts(text: &str, expected: Option<ExpectedAgent<'_>>) -> Result<Facts, SnapshotRefusal> {
     let mut checker = Checker {
         text,
         cursor: TextCursor::new(text),
     };
-    match checker.document(expected) {
-        Ok(result) => result,
-        Err(error) => Err(corrupted("", {
-            // `parseSnapshot`'s words; the backend's lines were JSON already.
-            let _ = error;
-            "is not JSON".into()
-        })),
-    }
+    // A syntax error gets `parseSnapshot`'s words (the backend's lines were JSON already).
+    checker
+        .document(expected)
+        .unwrap_or_else(|_| Err(corrupted("", "is not JSON".into())))
 }
 
 /// The members of an object the check reads, by the index `find` returns.
@@ -156,7 +203,7 @@ impl<'a> Checker<'a> {
     fn document(
         &mut self,
         expected: Option<ExpectedAgent<'_>>,
-    ) -> Read<Result<CheckedSnapshot<'a>, SnapshotRefusal>> {
+    ) -> Read<Result<Facts, SnapshotRefusal>> {
         if self.cursor.peek()? != Kind::Object {
             let value = self.value()?;
             self.cursor.end()?;
@@ -278,14 +325,14 @@ impl<'a> Checker<'a> {
                 agent_key.into_owned(),
             ))
         })();
-        Ok(
-            verdict.map(|(revision, agent_type, agent_key)| CheckedSnapshot {
-                revision,
-                agent_type,
-                agent_key,
-                text: revision_first(self.text, open, close, revision, &revision_members),
-            }),
-        )
+        Ok(verdict.map(|(revision, agent_type, agent_key)| Facts {
+            revision,
+            agent_type,
+            agent_key,
+            open,
+            close,
+            members: revision_members,
+        }))
     }
 
     fn non_empty(&self, value: Val, field: &str) -> Verdict {

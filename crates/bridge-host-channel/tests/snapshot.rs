@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use bridge_host_channel::{check_snapshot, ExpectedAgent, SnapshotErrorCode};
+use bridge_host_channel::{check_snapshot, check_snapshot_owned, ExpectedAgent, SnapshotErrorCode};
 
 const ONE_TURN: &str = include_str!("../../../tests/fixtures/snapshots/one-turn.json");
 
@@ -49,4 +49,35 @@ fn refusals_name_the_field_in_check_order() {
         (other.code, other.field.as_str()),
         (SnapshotErrorCode::AgentMismatch, "agent_id.type")
     );
+}
+
+#[test]
+fn the_owned_check_moves_the_revision_in_place_to_the_same_text() {
+    let compact: String = {
+        // agentlane's order without whitespace, as the module writes it.
+        let mut text = String::new();
+        let mut in_string = false;
+        let mut escaped = false;
+        for c in ONE_TURN.chars() {
+            if in_string {
+                in_string = c != '"' || escaped;
+                escaped = c == '\\' && !escaped;
+            } else if c == '"' {
+                in_string = true;
+            } else if c.is_whitespace() {
+                continue;
+            }
+            text.push(c);
+        }
+        text
+    };
+    for text in [compact.as_str(), ONE_TURN] {
+        let borrowed = check_snapshot(text, None).unwrap();
+        let owned = check_snapshot_owned(text.to_owned(), None).unwrap();
+        assert_eq!(owned.text, borrowed.text);
+        assert_eq!(owned.revision, borrowed.revision);
+    }
+    assert!(compact.starts_with(r#"{"schema_version":1,"#));
+    let refused = check_snapshot_owned("[]".into(), None).unwrap_err();
+    assert_eq!(refused.code, SnapshotErrorCode::Corrupted);
 }
