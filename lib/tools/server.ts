@@ -11,6 +11,7 @@
 import type { HostChannelConfig, HostChannelOutput } from "../../index";
 import { StoreConflictError } from "../errors";
 import { native } from "../native";
+import { encodeSnapshot } from "../store/snapshot";
 import { checkedSnapshotText, refusalError, type SnapshotText } from "../store/snapshot-text";
 import type { ConversationStore } from "../store/types";
 import { resultText, ToolResultError } from "./result";
@@ -223,8 +224,8 @@ export class HostChannelServer {
             this.hooks.committed(null);
             return `{"snapshot":null}`;
           }
-          // The store checked what it loaded; the core judges the answer's JSON.
-          const text = JSON.stringify(snapshot);
+          // The store checked what it loaded; the core judges the answer's JSON. `revision` first, as every SnapshotText.
+          const text = encodeSnapshot(snapshot);
           this.hooks.committed(checkedSnapshotText(text, snapshot.revision, snapshot.agent_id));
           return `{"snapshot":${text}}`;
         }
