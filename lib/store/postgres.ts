@@ -133,8 +133,9 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         await pool.query(schema);
       } catch (error) {
         // Two hosts creating the table at once: one of them sees the other's
-        // type or table appear (23505 on pg_type, 42P07); the table exists.
-        if (sqlState(error) !== "23505" && sqlState(error) !== "42P07") throw error;
+        // type or table appear (23505 on pg_type, 42710 "type … already
+        // exists", 42P07); the table exists.
+        if (!["23505", "42710", "42P07"].includes(sqlState(error) ?? "")) throw error;
       }
     },
     async conversationIds(): Promise<string[]> {
