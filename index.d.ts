@@ -213,6 +213,12 @@ export interface ChannelLayout {
 }
 
 /**
+ * Checks snapshot JSON text as `checkSnapshot(JSON.parse(text), { agentId })`
+ * does, in Rust (issue 33: the save path parses nothing in JavaScript).
+ */
+export declare function checkSnapshotText(text: string, agentType?: string | undefined | null, agentKey?: string | undefined | null): SnapshotTextCheck
+
+/**
  * Closes a descriptor [`socket_pair`] made (the child's end, once the
  * child has it), with `close(2)` alone. Node's and Bun's `fs.closeSync` do
  * the same, but Deno's closes only descriptors Deno itself opened (`EBADF`
@@ -288,12 +294,23 @@ export interface HostChannelOutput {
   what?: string
   /** `call_tool`: the tool. `diagnostic`: the message. */
   name?: string
-  /** `call_tool`: the arguments' JSON text; `store_save`: the snapshot's. */
+  /**
+   * `call_tool`: the arguments' JSON text; `store_save`: the snapshot's,
+   * checked, its `revision` member first (`snapshotText` of the core).
+   */
   json?: string
   toolCallId?: string
   runId?: string
   /** `store_save`: the snapshot's revision. */
   revision?: number
+  /** `store_save`: the snapshot's agent (`agent_id.type`, `agent_id.key`). */
+  agentType?: string
+  agentKey?: string
+  /**
+   * `store_save`: why the snapshot was refused (then no `json`): the
+   * store is not asked, the backend is answered `store-error`.
+   */
+  refused?: SnapshotRefused
   /** `store_save`, `store_delete`: the expected revision (none: the store must be empty). */
   expectedRevision?: number
   /** `diagnostic`: the failing fields; the request id, when one was read. */
@@ -371,6 +388,25 @@ export interface ProtocolTables {
  * calls this once when it loads, before any decoding.
  */
 export declare function registerDecodeErrorFactory(factory: (message: string, fields: string[], code: string) => Error): void
+
+/** A snapshot refused by the check (`SnapshotError` in TypeScript). */
+export interface SnapshotRefused {
+  /** `snapshot-corrupted`, `snapshot-version-unsupported` or `snapshot-agent-mismatch`. */
+  code: string
+  /** The failing field's dotted path (`""`: the document). */
+  field: string
+  message: string
+}
+
+/** A snapshot's text judged as the store path judges a backend's save. */
+export interface SnapshotTextCheck {
+  /** The text with its `revision` member first (none when refused). */
+  text?: string
+  revision?: number
+  agentType?: string
+  agentKey?: string
+  refused?: SnapshotRefused
+}
 
 /**
  * A Unix socket pair for a child's stdin or its supervisor's control

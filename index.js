@@ -843,6 +843,7 @@ module.exports.PreforkServer = nativeBinding.PreforkServer
 module.exports.StreamReader = nativeBinding.StreamReader
 module.exports.batchContract = nativeBinding.batchContract
 module.exports.channelLayout = nativeBinding.channelLayout
+module.exports.checkSnapshotText = nativeBinding.checkSnapshotText
 module.exports.closeDescriptor = nativeBinding.closeDescriptor
 module.exports.commandFrameProblem = nativeBinding.commandFrameProblem
 module.exports.findSupervisor = nativeBinding.findSupervisor

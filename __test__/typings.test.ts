@@ -12,11 +12,16 @@ import {
   encodeBridgeCommand,
   isKnownModelEvent,
   isNativeEvent,
+  memoryStore,
+  snapshotText,
   type AgentSessionOptions,
   type BridgeCommand,
   type BridgeEvent,
+  type ConversationStore,
   type NativePayload,
   type RunResult,
+  type Snapshot,
+  type SnapshotText,
 } from "../lib/index";
 import { repoRoot } from "./helpers";
 
@@ -67,6 +72,28 @@ export function typeUsage(line: string): void {
     // @ts-expect-error the patch is checked against the config type
     await session.configure({ model: 5 });
   });
+}
+
+/** Stores (issue 33): a store of documents only still fits; `saveText` is optional and takes a `SnapshotText`. */
+export function storeTypeUsage(document: Snapshot): void {
+  const documentsOnly: ConversationStore = {
+    load: async () => null,
+    save: async (snapshot: Snapshot) => void snapshot.state.history.length,
+    delete: async () => {},
+  };
+  const text: SnapshotText = snapshotText(document);
+  const revision: number = text.revision;
+  const json: string = text.text;
+  const parsed: Snapshot = text.document;
+  void [revision, json, parsed];
+  // @ts-expect-error a SnapshotText is read-only
+  text.revision = 3;
+  const withText: ConversationStore = { ...documentsOnly, saveText: async (snapshot: SnapshotText) => void snapshot.text.length };
+  void withText.saveText?.(text, { expectedRevision: null });
+  // @ts-expect-error saveText takes a SnapshotText, not a document
+  void withText.saveText?.(document, { expectedRevision: null });
+  void memoryStore().conversation("a").saveText?.(snapshotText(JSON.stringify(document)), { expectedRevision: 1 });
+  void createAgentSession({ backend: { app: "my_app:create_backend" }, store: documentsOnly, resume: text });
 }
 
 describe("typings", () => {

@@ -1,8 +1,8 @@
 // Resume (issue 33): how long a resumed conversation takes until `ready`,
 // cold and warm, with a history of 10, 100 and 1,000 turns, beside a fresh
 // start of the same backend; the size of a snapshot per turn; and the
-// host's own cost of a committed run's snapshot at 100 turns (the save
-// request's JSON parsed, the document checked, the in-memory store's save).
+// host's own cost of a committed run's snapshot at 100 turns, before and
+// after issue 33's text path, side by side (bench/snapshot-cost.cjs).
 // The backend is tests/e2e/backends/host_tools_app.py with the host's store
 // (HOST_TOOLS_APP_STORE=1); the snapshots are a real one of that agent grown
 // to N exchanges of a 300-character question and a 1,200-character answer
@@ -19,6 +19,7 @@ import { join } from "node:path";
 
 const require = createRequire(import.meta.url);
 const { createAgentSession, memoryStore, checkSnapshot, closeWarmServers } = require("../dist/index.js");
+const { snapshotCost } = require("./snapshot-cost.cjs");
 const root = join(import.meta.dirname, "..");
 const args = process.argv.slice(2);
 const WARM_ONLY = args.includes("--warm");
@@ -101,19 +102,13 @@ await closeWarmServers();
 
 const sizes = [10, 100, 1000].map((turns) => [turns, JSON.stringify(grown(seedSnapshot, turns)).length]);
 const hundred = JSON.stringify(grown(seedSnapshot, 100));
-const store = memoryStore().conversation("cost");
-await store.save(JSON.parse(hundred), { expectedRevision: null });
-const costs = [];
-for (let i = 0; i < 200; i++) {
-  const next = hundred.replace('"revision":100', `"revision":${101 + i}`);
-  const t0 = performance.now();
-  await store.save(checkSnapshot(JSON.parse(next)), { expectedRevision: 100 + i });
-  costs.push(performance.now() - t0);
-}
-
+const { before, after, parts } = snapshotCost(hundred, 200);
 console.log(`${STARTS} starts per figure (median), load average ${loadavg()[0].toFixed(1)}`);
 console.log("| start | conversation | until ready | × fresh |\n| --- | --- | ---: | ---: |");
 for (const row of rows) console.log(row);
 console.log("\n| turns | snapshot | per turn |\n| ---: | ---: | ---: |");
 for (const [turns, bytes] of sizes) console.log(`| ${turns} | ${(bytes / 1024).toFixed(0)} KiB | ${(bytes / turns).toFixed(0)} B |`);
-console.log(`\nhost's cost of a committed run's snapshot, 100 turns (parse + check + memory store save): p50 ${median(costs).toFixed(3)} ms`);
+console.log(`\nhost's cost of a committed run's snapshot, 100 turns, p50 of 200, interleaved:`);
+console.log(`  before (JSON.parse + checkSnapshot + memory save(document), as issue 33 measured it): ${before.toFixed(3)} ms`);
+console.log(`  after, end to end (the request's bytes fed to the core: decode, Rust check, text to JS; SnapshotText; memory saveText; the answer): ${after.toFixed(3)} ms`);
+console.log(`    of which: feed ${parts.feed.toFixed(3)} ms, saveText ${parts.save.toFixed(3)} ms, answer ${parts.answer.toFixed(3)} ms`);

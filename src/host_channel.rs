@@ -10,12 +10,16 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bridge_core::framer::{Frame, LineFramer};
+use bridge_core::reader::LARGE_LINE_BYTES;
 use bridge_host_channel::{
-    AbortReason, Answer, CallId, Channel, ChannelOptions, Output, ReplyErrorKind, Request,
-    StoreOptions, ToolSpec,
+    check_snapshot, check_snapshot_owned, AbortReason, Answer, CallId, Channel, ChannelOptions,
+    ExpectedAgent, Output, ReplyErrorKind, Request, SnapshotRefusal, StoreOptions, ToolSpec,
 };
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi_derive::napi;
+
+use crate::external::LineText;
 
 /// One tool as the TypeScript layer declares it.
 #[napi(object)]
@@ -42,9 +46,30 @@ pub struct HostChannelConfig {
     pub max_line_bytes: Option<f64>,
 }
 
+/// JSON text for JavaScript: a large ASCII one (a long conversation's
+/// snapshot) becomes a V8 external string over this memory, so the
+/// JavaScript thread does not copy it again (src/external.rs).
+pub struct JsonText(LineText);
+
+impl JsonText {
+    fn new(text: String) -> Self {
+        if text.len() >= LARGE_LINE_BYTES && text.is_ascii() {
+            JsonText(LineText::Latin1(text.into_bytes()))
+        } else {
+            JsonText(LineText::Utf8(text))
+        }
+    }
+}
+
+impl ToNapiValue for JsonText {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> Result<sys::napi_value> {
+        value.0.into_js(env)
+    }
+}
+
 /// One output of the core (see `bridge_host_channel::Output`), flattened:
 /// `kind` says which fields are set.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct HostChannelOutput {
     /// `send`, `request`, `abort` or `diagnostic`.
     pub kind: String,
@@ -57,17 +82,86 @@ pub struct HostChannelOutput {
     pub what: Option<String>,
     /// `call_tool`: the tool. `diagnostic`: the message.
     pub name: Option<String>,
-    /// `call_tool`: the arguments' JSON text; `store_save`: the snapshot's.
-    pub json: Option<String>,
+    /// `call_tool`: the arguments' JSON text; `store_save`: the snapshot's,
+    /// checked, its `revision` member first (`snapshotText` of the core).
+    #[napi(ts_type = "string")]
+    pub json: Option<JsonText>,
     pub tool_call_id: Option<String>,
     pub run_id: Option<String>,
     /// `store_save`: the snapshot's revision.
     pub revision: Option<f64>,
+    /// `store_save`: the snapshot's agent (`agent_id.type`, `agent_id.key`).
+    pub agent_type: Option<String>,
+    pub agent_key: Option<String>,
+    /// `store_save`: why the snapshot was refused (then no `json`): the
+    /// store is not asked, the backend is answered `store-error`.
+    pub refused: Option<SnapshotRefused>,
     /// `store_save`, `store_delete`: the expected revision (none: the store must be empty).
     pub expected_revision: Option<f64>,
     /// `diagnostic`: the failing fields; the request id, when one was read.
     pub fields: Option<Vec<String>>,
     pub id: Option<String>,
+}
+
+/// A snapshot refused by the check (`SnapshotError` in TypeScript).
+#[napi(object)]
+pub struct SnapshotRefused {
+    /// `snapshot-corrupted`, `snapshot-version-unsupported` or `snapshot-agent-mismatch`.
+    pub code: String,
+    /// The failing field's dotted path (`""`: the document).
+    pub field: String,
+    pub message: String,
+}
+
+impl From<SnapshotRefusal> for SnapshotRefused {
+    fn from(refusal: SnapshotRefusal) -> Self {
+        SnapshotRefused {
+            code: refusal.code.code().to_owned(),
+            field: refusal.field,
+            message: refusal.message,
+        }
+    }
+}
+
+/// A snapshot's text judged as the store path judges a backend's save.
+#[napi(object)]
+pub struct SnapshotTextCheck {
+    /// The text with its `revision` member first (none when refused).
+    pub text: Option<String>,
+    pub revision: Option<f64>,
+    pub agent_type: Option<String>,
+    pub agent_key: Option<String>,
+    pub refused: Option<SnapshotRefused>,
+}
+
+/// Checks snapshot JSON text as `checkSnapshot(JSON.parse(text), { agentId })`
+/// does, in Rust (issue 33: the save path parses nothing in JavaScript).
+#[napi(catch_unwind)]
+pub fn check_snapshot_text(
+    text: String,
+    agent_type: Option<String>,
+    agent_key: Option<String>,
+) -> SnapshotTextCheck {
+    let expected = agent_type.as_deref().map(|agent_type| ExpectedAgent {
+        agent_type,
+        key: agent_key.as_deref(),
+    });
+    match check_snapshot(&text, expected) {
+        Ok(checked) => SnapshotTextCheck {
+            revision: Some(checked.revision as f64),
+            agent_type: Some(checked.agent_type),
+            agent_key: Some(checked.agent_key),
+            text: Some(checked.text.into_owned()),
+            refused: None,
+        },
+        Err(refusal) => SnapshotTextCheck {
+            text: None,
+            revision: None,
+            agent_type: None,
+            agent_key: None,
+            refused: Some(refusal.into()),
+        },
+    }
 }
 
 impl HostChannelOutput {
@@ -82,6 +176,9 @@ impl HostChannelOutput {
             tool_call_id: None,
             run_id: None,
             revision: None,
+            agent_type: None,
+            agent_key: None,
+            refused: None,
             expected_revision: None,
             fields: None,
             id: None,
@@ -287,16 +384,26 @@ impl HostChannel {
                     Request::CallTool(tool) => {
                         out.what = Some("call_tool".into());
                         out.name = Some(tool.name);
-                        out.json = Some(tool.arguments.get().to_owned());
+                        out.json = Some(JsonText::new(tool.arguments.get().to_owned()));
                         out.tool_call_id = tool.tool_call_id;
                         out.run_id = tool.run_id;
                     }
                     Request::StoreLoad => out.what = Some("store_load".into()),
                     Request::StoreSave(save) => {
                         out.what = Some("store_save".into());
-                        out.json = Some(save.snapshot.get().to_owned());
-                        out.revision = Some(save.revision as f64);
                         out.expected_revision = revision(save.expected_revision);
+                        // Checked here, where the text is: JavaScript takes it as it is.
+                        // The decode's own copy of the snapshot, revision moved first in place.
+                        let text = Box::<str>::from(save.snapshot).into_string();
+                        match check_snapshot_owned(text, None) {
+                            Ok(checked) => {
+                                out.revision = Some(checked.revision as f64);
+                                out.agent_type = Some(checked.agent_type);
+                                out.agent_key = Some(checked.agent_key);
+                                out.json = Some(JsonText::new(checked.text.into_owned()));
+                            }
+                            Err(refusal) => out.refused = Some(refusal.into()),
+                        }
                     }
                     Request::StoreDelete { expected_revision } => {
                         out.what = Some("store_delete".into());

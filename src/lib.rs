@@ -19,7 +19,7 @@ mod decoder;
 mod external;
 mod file_lock;
 mod host_channel;
-pub use host_channel::HostChannel;
+pub use host_channel::{check_snapshot_text, HostChannel};
 pub use file_lock::try_lock_file;
 mod launch;
 pub use launch::{channel_layout, find_supervisor};

@@ -11,6 +11,8 @@ import {
   InvalidConversationIdError,
   InvalidOptionError,
   SnapshotError,
+  snapshotText,
+  SnapshotText,
   StoreConflictError,
   type ConversationStore,
   type ConversationStores,
@@ -165,6 +167,27 @@ export function storeContract(stores: () => ConversationStores): void {
       }
       const missing = await store.delete(undefined as unknown as { expectedRevision: null }).catch((reason: unknown) => reason);
       expect(missing).toBeInstanceOf(InvalidOptionError);
+    });
+
+    it("saveText (the session's path) stores the text as given, under the same rules as save, and mixes with save", async () => {
+      const store = fresh();
+      expect(typeof store.saveText).toBe("function");
+      const first = snapshotText(JSON.stringify(taggedSnapshot(1, 20)));
+      await store.saveText!(first, { expectedRevision: null });
+      expect(await store.load()).toEqual(first.document);
+      await store.save(taggedSnapshot(2, 20), { expectedRevision: 1 });
+      await store.saveText!(snapshotText(taggedSnapshot(3, 20)), { expectedRevision: 2 });
+      expect(revisionOfTagged((await store.load())!)).toBe(3);
+      const stale = await conflictOf(store.saveText!(snapshotText(JSON.stringify(at(9))), { expectedRevision: 2 }));
+      expect([stale.operation, stale.expectedRevision, stale.actualRevision]).toEqual(["save", 2, 3]);
+      const backwards = await store.saveText!(snapshotText(at(3)), { expectedRevision: 3 }).catch((reason: unknown) => reason);
+      expect([(backwards as SnapshotError).code, (backwards as SnapshotError).field]).toEqual(["snapshot-revision-not-increasing", "revision"]);
+      const unchecked = await store.saveText!({ text: "{}", revision: 4 } as unknown as SnapshotText, { expectedRevision: 3 }).catch((reason: unknown) => reason);
+      expect(unchecked).toBeInstanceOf(TypeError);
+      const aborted = new AbortController();
+      aborted.abort(new Error("gave up"));
+      await expect(store.saveText!(snapshotText(at(4)), { expectedRevision: 3, signal: aborted.signal })).rejects.toBe(aborted.signal.reason);
+      expect(revisionOfTagged((await store.load())!)).toBe(3);
     });
 
     it("an aborted signal rejects with its reason and changes nothing", async () => {

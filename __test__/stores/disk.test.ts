@@ -111,8 +111,12 @@ asyncio.run(main())
     const loaded = await store.load().catch((error: unknown) => error);
     expect(loaded).toBeInstanceOf(SnapshotError);
     expect([(loaded as SnapshotError).code, (loaded as SnapshotError).cause]).toEqual(["snapshot-corrupted", expect.any(SyntaxError)]);
-    for (const attempt of [store.save({ ...fixture("one-turn"), revision: 2 }, { expectedRevision: 1 }), store.delete({ expectedRevision: 1 })]) {
-      const error = await attempt.catch((reason: unknown) => reason);
+    // Each attempt's rejection is taken at once: they run side by side and either may settle first.
+    const attempts = [store.save({ ...fixture("one-turn"), revision: 2 }, { expectedRevision: 1 }), store.delete({ expectedRevision: 1 })].map((attempt) =>
+      attempt.catch((reason: unknown) => reason),
+    );
+    for (const attempt of attempts) {
+      const error = await attempt;
       expect(error).toBeInstanceOf(StoreFailedError);
       expect((error as StoreFailedError).message).toMatch(/the stored snapshot .*broken\.json cannot be read/);
     }
@@ -143,8 +147,11 @@ asyncio.run(main())
     const file = join(scratch, "a-file");
     writeFileSync(file, "");
     const store = diskStore({ directory: join(file, "snapshots") }).conversation("x");
-    for (const attempt of [store.load(), store.save(fixture("one-turn"), { expectedRevision: null }), store.delete({ expectedRevision: 1 })]) {
-      const error = await attempt.catch((reason: unknown) => reason);
+    const attempts = [store.load(), store.save(fixture("one-turn"), { expectedRevision: null }), store.delete({ expectedRevision: 1 })].map((attempt) =>
+      attempt.catch((reason: unknown) => reason),
+    );
+    for (const attempt of attempts) {
+      const error = await attempt;
       expect(error).toBeInstanceOf(StoreFailedError);
       expect((error as StoreFailedError).cause).toMatchObject({ code: expect.stringMatching(/^(ENOTDIR|EEXIST)$/) });
     }

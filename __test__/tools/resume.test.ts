@@ -4,7 +4,7 @@
  * a scripted model whose `history` answer lists every user message it saw.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { memoryStore, RunError, SessionStartError, StoreFailedError, type ConversationStore, type Snapshot } from "../../lib/index";
+import { memoryStore, RunError, SessionStartError, SnapshotText, StoreFailedError, type ConversationStore, type Snapshot } from "../../lib/index";
 import { calls, closeServers, killBackends, sessionIn, START_MODES, type StartMode } from "./host-tools-harness";
 
 afterEach(killBackends);
@@ -64,6 +64,29 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
     expect(await store.load()).toBeNull();
     expect(session.snapshot()).toBeNull();
     await session.close();
+  });
+
+  it("each committed run reaches saveText as the backend's checked text (revision first), never save(document); resume takes the SnapshotText", async () => {
+    const inner = memoryStore().conversation("c8");
+    const texts: SnapshotText[] = [];
+    const store: ConversationStore = {
+      load: (o) => inner.load(o),
+      save: () => Promise.reject(new Error("save(document) called: the text path was not taken")),
+      saveText: (s, o) => (texts.push(s), inner.saveText!(s, o)),
+      delete: (o) => inner.delete(o),
+    };
+    const { session } = await sessionIn(mode, { env: STORE, store });
+    for (const text of ["one", "two"]) await session.run(text);
+    expect(texts.map((s) => [s instanceof SnapshotText, s.revision, s.agentId.type, s.text.startsWith(`{"revision":${s.revision},`)])).toEqual([
+      [true, 1, "HostTools", true],
+      [true, 2, "HostTools", true],
+    ]);
+    expect(session.snapshot()).toEqual(JSON.parse(texts[1]!.text));
+    expect(await inner.load()).toEqual(session.snapshot());
+    await session.close();
+    const { session: resumed } = await sessionIn(mode, { env: STORE, resume: texts[1]! });
+    expect(await resumed.run("history")).toMatchObject({ finalOutput: "Seen 3 user messages: one | two | history" });
+    await resumed.close();
   });
 
   startedModes("a cancelled run and a failed run (its save fails) leave the last committed snapshot unchanged; the failure says why", async () => {

@@ -44,7 +44,7 @@ import { TextSegmenter } from "./text";
 import type { AgentSession, AgentSessionOptions, ApprovalResolution, ReadyInfo, SessionClose } from "./types";
 import type { HostChannelServer } from "../tools/server";
 import { hostChannelFor, missingAtReady } from "../tools/session";
-import type { Snapshot } from "../store/types";
+import type { SnapshotText } from "../store/snapshot-text";
 
 export class SessionController<TConfig, TConfigPatch> {
   private child!: BridgeChildLike;
@@ -81,7 +81,7 @@ export class SessionController<TConfig, TConfigPatch> {
   /** The host channel (the application's tools and store), when the session offers either. */
   readonly hostChannel: HostChannelServer | undefined;
   /** The last snapshot the store committed (or the one resumed from); `null`: none. */
-  lastSnapshot: Snapshot | null = null;
+  lastSnapshot: SnapshotText | null = null;
 
   constructor(readonly options: AgentSessionOptions<TConfig, TConfigPatch>) {
     const recording = options.flightRecorder;

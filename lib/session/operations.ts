@@ -14,6 +14,7 @@ import type { SessionController } from "./controller";
 import { abortable, RunWatch, type ActiveRun } from "./runs";
 import { UpdateStream, type SessionUpdate } from "./stream";
 import type { AgentSession, OperationOptions, RunOptions, RunResult } from "./types";
+import type { Snapshot } from "../store/types";
 
 export class SessionOperations<TConfig, TConfigPatch> {
   constructor(private readonly core: SessionController<TConfig, TConfigPatch>) {}
@@ -205,7 +206,8 @@ export class SessionOperations<TConfig, TConfigPatch> {
       reset: (options?: OperationOptions) => session.reset(options),
       configure: (patch: TConfigPatch, options?: OperationOptions) => session.configure(patch, options),
       close: () => session.close(),
-      snapshot: () => (core.lastSnapshot === null ? null : structuredClone(core.lastSnapshot)),
+      // Parsed from the committed text on each call: a fresh copy, and nothing parsed per run.
+      snapshot: () => (core.lastSnapshot === null ? null : (JSON.parse(core.lastSnapshot.text) as Snapshot)),
     };
     const dispose = () => session.close();
     for (const key of ASYNC_DISPOSE_KEYS) Object.defineProperty(handle, key, { value: dispose, enumerable: true });

@@ -23,5 +23,6 @@ export {
   SNAPSHOT_SCHEMA_VERSION,
   type SnapshotCheckOptions,
 } from "./snapshot";
+export { snapshotText, SnapshotText } from "./snapshot-text";
 export { memoryStore, type MemoryStore } from "./memory";
 export { diskStore, type DiskStore, type DiskStoreOptions } from "./disk/index";

@@ -4,14 +4,16 @@
  * backend resumes; a crashed host loses them), and as the reference every
  * other store's contract suite is measured against.
  *
- * Each conversation's snapshot is kept as its JSON text, so a loaded
+ * Each conversation's snapshot is kept as its JSON text (`saveText` keeps
+ * the backend's text as the session hands it, unparsed), so a loaded
  * snapshot is a fresh copy and a caller changing one it saved or loaded
  * changes nothing stored, exactly as with the disk and database stores.
  * Each call checks and decides within one JavaScript turn: that is its
  * atomicity.
  */
 import { parseSnapshot, leadingRevision } from "./snapshot";
-import { checkConversationId, requireRevision, revisionArguments, snapshotToSave } from "./rules";
+import { checkConversationId, requireRevision, revisionArguments, snapshotToSave, textToSave } from "./rules";
+import type { SnapshotText } from "./snapshot-text";
 import type { ConversationStore, ConversationStores, RevisionOptions, Snapshot, StoreCallOptions } from "./types";
 
 /** The in-memory store (`memoryStore()`). */
@@ -31,6 +33,10 @@ export function memoryStore(): MemoryStore {
     conversationIds: async () => [...texts.keys()],
     conversation(id: string): ConversationStore {
       checkConversationId(id);
+      const put = (text: string, expected: number | null): void => {
+        requireRevision("save", id, expected, revisionOf(id));
+        texts.set(id, text);
+      };
       return {
         async load(options?: StoreCallOptions): Promise<Snapshot | null> {
           options?.signal?.throwIfAborted();
@@ -39,9 +45,11 @@ export function memoryStore(): MemoryStore {
         },
         async save(snapshot: Snapshot, options: RevisionOptions): Promise<void> {
           const { expected } = revisionArguments(options);
-          const text = snapshotToSave(snapshot, expected);
-          requireRevision("save", id, expected, revisionOf(id));
-          texts.set(id, text);
+          put(snapshotToSave(snapshot, expected), expected);
+        },
+        async saveText(snapshot: SnapshotText, options: RevisionOptions): Promise<void> {
+          const { expected } = revisionArguments(options);
+          put(textToSave(snapshot, expected), expected);
         },
         async delete(options: RevisionOptions): Promise<void> {
           const { expected } = revisionArguments(options);

@@ -16,7 +16,8 @@
  * `query(text, values)` fits, a `pg.Client` too.
  */
 import { InvalidOptionError, StoreConflictError, StoreFailedError, type StoreOperation } from "../errors";
-import { checkConversationId, reportedError, requireRevision, revisionArguments, snapshotToSave, untilAborted } from "./rules";
+import { checkConversationId, reportedError, requireRevision, revisionArguments, snapshotToSave, textToSave, untilAborted } from "./rules";
+import type { SnapshotText } from "./snapshot-text";
 import { parseSnapshot } from "./snapshot";
 import type { ConversationStore, ConversationStores, RevisionOptions, Snapshot, StoreCallOptions } from "./types";
 
@@ -114,6 +115,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     return revisionOf((await pool.query(sql.revision, [id])).rows[0]);
   }
 
+  /** One statement decides the revision check and writes `text` (the snapshot's JSON, sent as it is). */
+  async function write(id: string, text: string, revision: number, expected: number | null, signal: AbortSignal | undefined): Promise<void> {
+    try {
+      const query = expected === null ? pool.query(sql.insert, [id, revision, text]) : pool.query(sql.update, [id, revision, text, expected]);
+      const { rowCount } = await untilAborted(query, signal);
+      if (rowCount !== 1) throw new StoreConflictError("save", id, expected, await currentRevision(id));
+    } catch (error) {
+      throw reported(error, "save", id, signal);
+    }
+  }
+
   return {
     table,
     async createSchema(): Promise<void> {
@@ -121,8 +133,9 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         await pool.query(schema);
       } catch (error) {
         // Two hosts creating the table at once: one of them sees the other's
-        // type or table appear (23505 on pg_type, 42P07); the table exists.
-        if (sqlState(error) !== "23505" && sqlState(error) !== "42P07") throw error;
+        // type or table appear (23505 on pg_type, 42710 "type … already
+        // exists", 42P07); the table exists.
+        if (!["23505", "42710", "42P07"].includes(sqlState(error) ?? "")) throw error;
       }
     },
     async conversationIds(): Promise<string[]> {
@@ -149,17 +162,11 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         },
         async save(snapshot: Snapshot, callOptions: RevisionOptions): Promise<void> {
           const { expected, signal } = revisionArguments(callOptions);
-          const text = snapshotToSave(snapshot, expected);
-          try {
-            const write =
-              expected === null
-                ? pool.query(sql.insert, [id, snapshot.revision, text])
-                : pool.query(sql.update, [id, snapshot.revision, text, expected]);
-            const { rowCount } = await untilAborted(write, signal);
-            if (rowCount !== 1) throw new StoreConflictError("save", id, expected, await currentRevision(id));
-          } catch (error) {
-            throw reported(error, "save", id, signal);
-          }
+          await write(id, snapshotToSave(snapshot, expected), snapshot.revision, expected, signal);
+        },
+        async saveText(snapshot: SnapshotText, callOptions: RevisionOptions): Promise<void> {
+          const { expected, signal } = revisionArguments(callOptions);
+          await write(id, textToSave(snapshot, expected), snapshot.revision, expected, signal);
         },
         async delete(callOptions: RevisionOptions): Promise<void> {
           const { expected, signal } = revisionArguments(callOptions);

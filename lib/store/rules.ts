@@ -6,6 +6,7 @@
  */
 import { InvalidConversationIdError, InvalidOptionError, SnapshotError, StoreConflictError, StoreError, StoreFailedError, type StoreOperation } from "../errors";
 import { checkSnapshot, encodeSnapshot } from "./snapshot";
+import { SnapshotText } from "./snapshot-text";
 import type { RevisionOptions, Snapshot } from "./types";
 
 /** An unpaired UTF-16 surrogate. */
@@ -46,14 +47,29 @@ export function revisionArguments(options: RevisionOptions | undefined): { expec
  */
 export function snapshotToSave(snapshot: Snapshot, expectedRevision: number | null): string {
   checkSnapshot(snapshot);
-  if (expectedRevision !== null && snapshot.revision <= expectedRevision) {
+  requireIncreasing(snapshot.revision, expectedRevision);
+  return encodeSnapshot(snapshot);
+}
+
+/**
+ * `snapshotToSave` for `saveText`: the snapshot was checked when it was
+ * made (a `SnapshotText` is, else `TypeError`); its text is stored as it is.
+ */
+export function textToSave(snapshot: SnapshotText, expectedRevision: number | null): string {
+  if (!(snapshot instanceof SnapshotText)) throw new TypeError("saveText needs a SnapshotText (snapshotText(document or text) makes one).");
+  requireIncreasing(snapshot.revision, expectedRevision);
+  return snapshot.text;
+}
+
+/** agentlane's rule: a save's revision is above the expected one (`snapshot-revision-not-increasing`). */
+function requireIncreasing(revision: number, expectedRevision: number | null): void {
+  if (expectedRevision !== null && revision <= expectedRevision) {
     throw new SnapshotError(
-      `Snapshot refused (snapshot-revision-not-increasing): revision ${snapshot.revision} must be greater than the expected revision ${expectedRevision}.`,
+      `Snapshot refused (snapshot-revision-not-increasing): revision ${revision} must be greater than the expected revision ${expectedRevision}.`,
       "snapshot-revision-not-increasing",
       "revision",
     );
   }
-  return encodeSnapshot(snapshot);
 }
 
 /** Throws `StoreConflictError` unless the stored revision is the expected one. */

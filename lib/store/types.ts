@@ -15,6 +15,7 @@
  */
 
 import type { JsonValue } from "../protocol";
+import type { SnapshotText } from "./snapshot-text";
 
 /** agentlane's `AgentId` in JSON: the agent's type (its descriptor's name) and instance key. */
 export interface SnapshotAgentId {
@@ -73,6 +74,14 @@ export interface ConversationStore {
   load(options?: StoreCallOptions): Promise<Snapshot | null>;
   /** Stores `snapshot` if the stored revision is `expectedRevision` (see the module doc). */
   save(snapshot: Snapshot, options: RevisionOptions): Promise<void>;
+  /**
+   * Optional: `save` for a snapshot as checked JSON text (`snapshot.text`,
+   * `revision` first). The session calls it for each committed run when
+   * the store has it, else `save(snapshot.document)`: a store that keeps
+   * text stores the backend's text without parsing or encoding it. Same
+   * rules, same errors as `save`.
+   */
+  saveText?(snapshot: SnapshotText, options: RevisionOptions): Promise<void>;
   /** Removes the snapshot if the stored revision is `expectedRevision`. */
   delete(options: RevisionOptions): Promise<void>;
 }

@@ -10,7 +10,7 @@
  */
 import { SessionStartError, SnapshotError } from "../errors";
 import { memoryStore } from "../store/memory";
-import { checkSnapshot, parseSnapshot } from "../store/snapshot";
+import { snapshotText, type SnapshotText } from "../store/snapshot-text";
 import type { ConversationStore, Snapshot } from "../store/types";
 import type { HostChannelSessionOptions } from "./types";
 
@@ -18,10 +18,11 @@ import type { HostChannelSessionOptions } from "./types";
 export async function resumeInto<T extends HostChannelSessionOptions>(options: T): Promise<T> {
   const given = options.resume;
   if (given === undefined) return options;
-  let snapshot: Snapshot;
+  let snapshot: SnapshotText;
   try {
     const check = options.resumeAgentId === undefined ? {} : { agentId: options.resumeAgentId };
-    snapshot = typeof given === "string" ? parseSnapshot(given, check) : checkSnapshot(structuredClone(given), check);
+    // Text is checked in Rust unparsed; a document is checked and encoded (so it is a copy).
+    snapshot = snapshotText(given, check);
   } catch (error) {
     if (!(error instanceof SnapshotError)) throw error;
     throw new SessionStartError(`The snapshot to resume is refused: ${error.message}`, "invalid-snapshot", { cause: error });
@@ -30,14 +31,18 @@ export async function resumeInto<T extends HostChannelSessionOptions>(options: T
   let stored: Snapshot | null;
   try {
     stored = await store.load();
-    if (stored === null) await store.save(snapshot, { expectedRevision: null });
+    if (stored === null) {
+      const first = { expectedRevision: null };
+      await (store.saveText === undefined ? store.save(snapshot.document, first) : store.saveText(snapshot, first));
+    }
   } catch (error) {
     throw new SessionStartError(`The snapshot to resume could not be put into the store: ${(error as Error).message}`, "resume-conflict", { cause: error });
   }
-  if (stored !== null && (stored.revision !== snapshot.revision || stored.agent_id.type !== snapshot.agent_id.type || stored.agent_id.key !== snapshot.agent_id.key)) {
+  const { type, key } = snapshot.agentId;
+  if (stored !== null && (stored.revision !== snapshot.revision || stored.agent_id.type !== type || stored.agent_id.key !== key)) {
     throw new SessionStartError(
       `The store already holds revision ${stored.revision} of agent ${stored.agent_id.type}/${stored.agent_id.key}, not the snapshot to resume ` +
-        `(revision ${snapshot.revision} of ${snapshot.agent_id.type}/${snapshot.agent_id.key}): resume into an empty store, or without resume to continue what it holds.`,
+        `(revision ${snapshot.revision} of ${type}/${key}): resume into an empty store, or without resume to continue what it holds.`,
       "resume-conflict",
     );
   }

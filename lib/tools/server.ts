@@ -11,8 +11,9 @@
 import type { HostChannelConfig, HostChannelOutput } from "../../index";
 import { StoreConflictError } from "../errors";
 import { native } from "../native";
-import { checkSnapshot } from "../store/snapshot";
-import type { ConversationStore, Snapshot } from "../store/types";
+import { encodeSnapshot } from "../store/snapshot";
+import { checkedSnapshotText, refusalError, type SnapshotText } from "../store/snapshot-text";
+import type { ConversationStore } from "../store/types";
 import { resultText, ToolResultError } from "./result";
 import type { HostTool, HostToolContext, HostTools } from "./types";
 
@@ -44,7 +45,7 @@ export interface HostChannelHooks {
   approve(tool: string, args: unknown, context: HostToolContext): Promise<{ allowed: boolean; reason: string | null }>;
   diagnostic(diagnostic: HostChannelDiagnostic): void;
   /** The store's snapshot as loaded, or a save or delete it committed (`null`: none, deleted). */
-  committed(snapshot: Snapshot | null): void;
+  committed(snapshot: SnapshotText | null): void;
 }
 
 /** Why a handler's signal aborted, as its `reason`. */
@@ -219,12 +220,21 @@ export class HostChannelServer {
       switch (output.what) {
         case "store_load": {
           const snapshot = await store.load({ signal });
-          this.hooks.committed(snapshot);
-          return `{"snapshot":${snapshot === null ? "null" : JSON.stringify(snapshot)}}`;
+          if (snapshot === null) {
+            this.hooks.committed(null);
+            return `{"snapshot":null}`;
+          }
+          // The store checked what it loaded; the core judges the answer's JSON. `revision` first, as every SnapshotText.
+          const text = encodeSnapshot(snapshot);
+          this.hooks.committed(checkedSnapshotText(text, snapshot.revision, snapshot.agent_id));
+          return `{"snapshot":${text}}`;
         }
         case "store_save": {
-          const snapshot = checkSnapshot(JSON.parse(output.json!));
-          await store.save(snapshot, { expectedRevision, signal });
+          // Checked in Rust as the core read the request (checkSnapshot's checks and words): the text as it is.
+          if (output.refused != null) throw refusalError(output.refused);
+          const snapshot = checkedSnapshotText(output.json!, output.revision!, { type: output.agentType!, key: output.agentKey! });
+          const options = { expectedRevision, signal };
+          await (store.saveText === undefined ? store.save(snapshot.document, options) : store.saveText(snapshot, options));
           this.hooks.committed(snapshot);
           return "{}";
         }

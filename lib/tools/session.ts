@@ -6,7 +6,8 @@
  * agent's own approvals do, and its outcome reaches `onApprovalResolved`.
  */
 import type { ApprovalRequestPayload } from "../protocol";
-import type { ConversationStore, Snapshot } from "../store/types";
+import type { ConversationStore } from "../store/types";
+import type { SnapshotText } from "../store/snapshot-text";
 import type { ApprovalPolicy, ApprovalResolution, SessionStartErrorCode } from "../index";
 import { declareTools, DEFAULT_STORE_TIMEOUT_MS } from "./declare";
 import { HostChannelServer, type HostChannelDiagnostic } from "./server";
@@ -19,7 +20,7 @@ export interface HostChannelSessionHooks {
   approvals: ApprovalPolicy | undefined;
   resolved(resolution: ApprovalResolution): void;
   diagnostic(diagnostic: HostChannelDiagnostic): void;
-  committed(snapshot: Snapshot | null): void;
+  committed(snapshot: SnapshotText | null): void;
 }
 
 /**

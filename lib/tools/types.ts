@@ -5,6 +5,7 @@
  */
 import type { JsonValue } from "../protocol";
 import type { ConversationStore, Snapshot, SnapshotAgentId } from "../store/types";
+import type { SnapshotText } from "../store/snapshot-text";
 
 /** What a tool's handler is given beside its arguments. */
 export interface HostToolContext {
@@ -58,11 +59,11 @@ export interface HostChannelSessionOptions {
   /** A store operation's deadline; default 30000. */
   storeTimeoutMs?: number;
   /**
-   * Continue the conversation of this snapshot (`session.snapshot()`'s, or one a store kept; an object or
-   * its JSON text). Checked before anything starts (`invalid-snapshot`); it becomes what `store` holds (an
+   * Continue the conversation of this snapshot (`session.snapshot()`'s, or one a store kept; an object,
+   * its JSON text, or a `SnapshotText`). Checked before anything starts (`invalid-snapshot`); it becomes what `store` holds (an
    * empty one, or one holding this revision), or a store in memory when none is given.
    */
-  resume?: Snapshot | string;
+  resume?: Snapshot | SnapshotText | string;
   /** The agent a `resume` snapshot must belong to (its descriptor's name, and instance key if given): another's is `invalid-snapshot`. */
   resumeAgentId?: { type: string; key?: string } | SnapshotAgentId;
   /** The longest line taken from the backend on the host channel; default 256 MiB (the protocol's limit). */

@@ -18,6 +18,10 @@ mod decode;
 mod encode;
 mod error;
 pub mod protocol;
+mod snapshot;
+mod snapshot_js;
+mod snapshot_responses;
+mod snapshot_text;
 mod tools;
 
 pub use channel::{
@@ -27,4 +31,8 @@ pub use decode::decode_line;
 pub use encode::Answer;
 pub use error::{ChannelError, ChannelErrorKind};
 pub use protocol::{Hello, Message, ReplyErrorKind, StoreSave, ToolCall};
+pub use snapshot::{
+    check_snapshot, check_snapshot_owned, CheckedSnapshot, ExpectedAgent, SnapshotErrorCode,
+    SnapshotRefusal, SNAPSHOT_SCHEMA_VERSION,
+};
 pub use tools::{ArgumentIssues, ToolSpec, ToolSpecError, MAX_ARGUMENT_ISSUES};

@@ -20,7 +20,8 @@
 import { mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { checkMilliseconds } from "../../options";
-import { checkConversationId, reportedError, requireRevision, revisionArguments, snapshotToSave, untilAborted } from "../rules";
+import { checkConversationId, reportedError, requireRevision, revisionArguments, snapshotToSave, textToSave, untilAborted } from "../rules";
+import type { SnapshotText } from "../snapshot-text";
 import { LEADING_REVISION_CHARS, leadingRevision, parseSnapshot } from "../snapshot";
 import type { ConversationStore, ConversationStores, RevisionOptions, Snapshot, StoreCallOptions } from "../types";
 import { lockFile } from "./lock";
@@ -143,6 +144,19 @@ export function diskStore(options: DiskStoreOptions): DiskStore {
       const stem = fileStem(id);
       const file = join(directory, `${stem}${SUFFIX}`);
       const temporary = join(directory, `.${stem}${SUFFIX}.tmp`);
+      /** The revision check and the write, under the conversation's lock. */
+      async function write(text: string, expected: number | null, signal: AbortSignal | undefined): Promise<void> {
+        try {
+          await locked(stem, signal, async () => {
+            requireRevision("save", id, expected, await revisionIn(file));
+            // The last moment to give up: from here the save completes.
+            signal?.throwIfAborted();
+            await replaceAtomically(directory, file, temporary, text);
+          });
+        } catch (error) {
+          throw reportedError(error, "save", id, signal);
+        }
+      }
       return {
         async load(callOptions?: StoreCallOptions): Promise<Snapshot | null> {
           const signal = callOptions?.signal;
@@ -156,17 +170,11 @@ export function diskStore(options: DiskStoreOptions): DiskStore {
         },
         async save(snapshot: Snapshot, callOptions: RevisionOptions): Promise<void> {
           const { expected, signal } = revisionArguments(callOptions);
-          const text = snapshotToSave(snapshot, expected);
-          try {
-            await locked(stem, signal, async () => {
-              requireRevision("save", id, expected, await revisionIn(file));
-              // The last moment to give up: from here the save completes.
-              signal?.throwIfAborted();
-              await replaceAtomically(directory, file, temporary, text);
-            });
-          } catch (error) {
-            throw reportedError(error, "save", id, signal);
-          }
+          await write(snapshotToSave(snapshot, expected), expected, signal);
+        },
+        async saveText(snapshot: SnapshotText, callOptions: RevisionOptions): Promise<void> {
+          const { expected, signal } = revisionArguments(callOptions);
+          await write(textToSave(snapshot, expected), expected, signal);
         },
         async delete(callOptions: RevisionOptions): Promise<void> {
           const { expected, signal } = revisionArguments(callOptions);

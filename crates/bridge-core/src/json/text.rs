@@ -79,6 +79,12 @@ impl<'a> TextCursor<'a> {
         cursor
     }
 
+    /// The byte offset the cursor has read up to: right after the value
+    /// consumed last (a snapshot check cuts a member out of the text by it).
+    pub fn offset(&self) -> usize {
+        self.pos
+    }
+
     /// The holes passed over so far, in text order; `None` unless
     /// recording, or once the text was [reopened](JsonCursor::reopen) (the
     /// second reading may look inside values the first one passed over).
