@@ -56,7 +56,9 @@ export function steps(name) {
   const results = [];
   const record = (who, step, ok, detail = "") => {
     results.push(ok);
-    const line = `${who} ${step}: ${ok ? "ok" : "FAILED"}${detail ? ` (${String(detail).split("\n").slice(0, 12).join("\n    ").slice(0, 1500)})` : ""}`;
+    // The time since the rehearsal began: where a slow run spends it.
+    const at = `[${Math.round((Date.now() - started) / 1000)} s]`;
+    const line = `${who} ${step}: ${ok ? "ok" : "FAILED"} ${at}${detail ? ` (${String(detail).split("\n").slice(0, 12).join("\n    ").slice(0, 1500)})` : ""}`;
     console.log(ok ? `  ${line}` : `${name} FAILED: ${line}`);
     return ok;
   };
