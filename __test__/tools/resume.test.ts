@@ -164,14 +164,17 @@ describe.runIf(process.platform !== "win32").each(START_MODES)("state and resume
   });
 
   it("a store whose load answers what is not an agentlane snapshot fails the start, and the backend says why", async () => {
-    // The module reads a load result in one pass (pydantic from the line's
-    // bytes); a value that pass refuses takes the general path, which
-    // reports it as before: `invalid-result`, the factory fails, nothing starts.
+    // The host checks what any store loaded (an application's own store may
+    // return anything) before it answers: the load fails with the check's
+    // words, the factory fails, nothing starts.
     const store: ConversationStore = { load: async () => ({ schema_version: 1, nonsense: true }) as unknown as Snapshot, save: async () => {}, delete: async () => {} };
     const error = await sessionIn(mode, { env: STORE, store }).then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(SessionStartError);
     expect(error).toMatchObject({ code: "exited-before-ready" });
-    expect((error as SessionStartError).stderrTail.join("\n")).toContain("The host's store holds no agentlane snapshot");
+    const said = (error as SessionStartError).stderrTail.join("\n");
+    expect(said).toContain("The host's store failed to load:");
+    expect(said).toContain("Snapshot refused (snapshot-corrupted)");
+    expect(said).not.toContain("Cannot read properties");
   });
 
   it("a snapshot the one-pass reader refuses but the channel carries (a lone surrogate escape) still loads", async () => {

@@ -11,8 +11,7 @@
 import type { HostChannelConfig, HostChannelOutput } from "../../index";
 import { StoreConflictError } from "../errors";
 import { native } from "../native";
-import { encodeSnapshot } from "../store/snapshot";
-import { checkedSnapshotText, refusalError, type SnapshotText } from "../store/snapshot-text";
+import { checkedSnapshotText, refusalError, snapshotText, type SnapshotText } from "../store/snapshot-text";
 import type { ConversationStore } from "../store/types";
 import { resultText, ToolResultError } from "./result";
 import type { HostTool, HostToolContext, HostTools } from "./types";
@@ -224,10 +223,12 @@ export class HostChannelServer {
             this.hooks.committed(null);
             return `{"snapshot":null}`;
           }
-          // The store checked what it loaded; the core judges the answer's JSON. `revision` first, as every SnapshotText.
-          const text = encodeSnapshot(snapshot);
-          this.hooks.committed(checkedSnapshotText(text, snapshot.revision, snapshot.agent_id));
-          return `{"snapshot":${text}}`;
+          // Checked here whatever store loaded it (an application's own may return anything; a
+          // shipped one's document passes in microseconds) and encoded `revision` first, as every
+          // SnapshotText: what is not a snapshot fails the load with the check's words.
+          const checked = snapshotText(snapshot);
+          this.hooks.committed(checked);
+          return `{"snapshot":${checked.text}}`;
         }
         case "store_save": {
           // Checked in Rust as the core read the request (checkSnapshot's checks and words): the text as it is.

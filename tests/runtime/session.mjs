@@ -5,6 +5,7 @@
 // the typed errors of a start that cannot happen and of a closed session.
 import assert from "node:assert/strict";
 import { createAgentSession, SessionClosedError, SessionStartError } from "@agentlanejs/process-bridge-native";
+import { join } from "node:path";
 import { test, waitGone } from "./harness.mjs";
 
 const backend = {
@@ -70,6 +71,35 @@ test("session: close() ends the backend and its supervisor; a run after it is Se
     return true;
   });
 });
+
+test(
+  "session: a tool of the application's own, over the host channel (the demo agent calls lookup beside save_note)",
+  async () => {
+    const topics = [];
+    const own = await createAgentSession({
+      // The host channel's module from the repository (the demo host puts it on PYTHONPATH too).
+      backend: { ...backend, env: { ...process.env, PYTHONPATH: join(process.env.PBN_REPO, "python", "src") } },
+      readyTimeoutMs: 60_000,
+      approvals: () => true,
+      tools: {
+        lookup: {
+          description: "Looks a topic up in the host's notes.",
+          inputSchema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+          handler: ({ topic }) => (topics.push(topic), `the host's notes on ${topic}`),
+        },
+      },
+    });
+    try {
+      const result = await own.run("Please save a note about the host channel.");
+      assert.equal(result.status, "completed", JSON.stringify(result));
+      assert.deepEqual(topics, ["process bridge"]);
+      assert.match(String(result.finalOutput), /the host's notes on process bridge/);
+    } finally {
+      await own.close();
+    }
+  },
+  { timeoutMs: 90_000 },
+);
 
 test("session: a backend that cannot start is SessionStartError spawn-failed", async () => {
   await assert.rejects(createAgentSession({ backend: { command: "/nonexistent/python" } }), (error) => {
