@@ -135,8 +135,9 @@ export class InvalidOptionError extends RangeError {
 /**
  * The runtime refuses what the package needs: Deno without one of the
  * permissions a host needs (`--allow-env` and `--allow-ffi` to load the
- * addon, `--allow-read`, `--allow-run` and `--allow-sys` to start a backend or the
- * supervisor). Deno's own error (`NotCapable`) is the `cause`; without
+ * addon, `--allow-read` and `--allow-run` to start a backend or the
+ * supervisor; the supervisor's lookup is native, so `--allow-sys` is not
+ * asked for). Deno's own error (`NotCapable`) is the `cause`; without
  * this, a denied load read as a missing binary and a denied supervisor
  * lookup as a broken install.
  */
@@ -152,7 +153,7 @@ export class RuntimePermissionError extends Error {
   ) {
     super(
       `Deno denies ${permission} access, which @agentlanejs/process-bridge-native needs ${neededFor}: run with --allow-${permission} ` +
-        "(a host needs --allow-env --allow-ffi --allow-read --allow-run --allow-sys, or -A).",
+        "(a host needs --allow-env --allow-ffi --allow-read --allow-run, or -A).",
       options,
     );
     this.name = "RuntimePermissionError";

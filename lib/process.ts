@@ -156,6 +156,8 @@ export function spawnBridgeProcess(options: BridgeProcessOptions, callbacks: Bri
 export function spawnPlanned(plan: StartPlan, callbacks: BridgeProcessCallbacks): WithHostChannel<ChildProcess> {
   const { options, hostChannel, termGraceMs } = plan;
   if (hostChannel && process.platform === "win32") throw new Error("A host channel needs Unix (hostChannel: true).");
+  // Bun 1.4 reads nothing from a net.Socket on a descriptor (spawn/control.ts), so the channel's host end would stay silent.
+  if (hostChannel && process.versions.bun !== undefined) throw new Error("A host channel cannot be read on Bun (1.4): hostChannel: true needs Node or Deno.");
   const supervisor = supervisorFor(options);
   const mode: ContainmentMode = supervisor !== null ? "supervised" : process.platform === "win32" ? "plain" : "grouped";
   // Grouped, the supervisor binary still launches the backend when there

@@ -39,6 +39,7 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
     // cold or warm, the backend gets it at fd 4 and its host end comes through onHostChannel.
     const hostChannel = controller.hostChannel !== undefined;
     if (hostChannel && process.platform === "win32") throw new SessionStartError(NO_CHANNEL_HERE, "no-host-channel");
+    if (hostChannel && process.versions.bun !== undefined) throw new SessionStartError(NO_CHANNEL_BUN, "no-host-channel");
     // The start, resolved once: every layer below takes this plan.
     plan = resolveStart({ termGraceMs: controller.termGraceMs, ...resolveBackendSpec(checkedBackend(options.backend)), flow: controller.flow, ...(hostChannel ? { hostChannel } : {}) }, "backend.");
     const notify = controller.notify;
@@ -70,6 +71,12 @@ export function createAgentSession<TConfig = JsonObject, TConfigPatch = Partial<
 }
 
 const NO_CHANNEL_HERE = "Tools and a store travel over the host channel, a Unix socket pair: not available on Windows.";
+// Bun 1.4 reads nothing from a net.Socket made on a descriptor (lib/spawn/control.ts): a started
+// backend's channel would never be read. attachAgentSession with the application's own socket is not
+// refused (its socket is the runtime's own).
+const NO_CHANNEL_BUN =
+  "Tools and a store travel over the host channel, which Bun (1.4) cannot read on a started backend (a net.Socket on a descriptor reads nothing there): " +
+  "use Node or Deno, or attachAgentSession with a socket Bun made.";
 const NO_CHANNEL_ATTACHED =
   "The session gives the agent tools or a store, which travel over the host channel: pass its host end as hostChannel " +
   '(spawn the backend with stdio ["pipe", "pipe", "pipe", "ignore", "pipe"], AGENTLANE_HOST_CHANNEL_FD=4, and pass child.stdio[4]).';

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { createAgentSession, SessionClosedError, SessionStartError } from "@agentlanejs/process-bridge-native";
 import { join } from "node:path";
-import { test, waitGone } from "./harness.mjs";
+import { runtime, test, waitGone } from "./harness.mjs";
 
 const backend = {
   command: process.env.PBN_PYTHON,
@@ -73,10 +73,10 @@ test("session: close() ends the backend and its supervisor; a run after it is Se
 });
 
 test(
-  "session: a tool of the application's own, over the host channel (the demo agent calls lookup beside save_note)",
+  "session: a tool of the application's own, over the host channel (the demo agent calls lookup beside save_note); on Bun, refused no-host-channel",
   async () => {
     const topics = [];
-    const own = await createAgentSession({
+    const starting = createAgentSession({
       // The host channel's module from the repository (the demo host puts it on PYTHONPATH too).
       backend: { ...backend, env: { ...process.env, PYTHONPATH: join(process.env.PBN_REPO, "python", "src") } },
       readyTimeoutMs: 60_000,
@@ -89,6 +89,16 @@ test(
         },
       },
     });
+    if (runtime === "bun") {
+      await assert.rejects(starting, (error) => {
+        assert.ok(error instanceof SessionStartError, String(error));
+        assert.equal(error.code, "no-host-channel");
+        assert.match(error.message, /Bun/);
+        return true;
+      });
+      return;
+    }
+    const own = await starting;
     try {
       const result = await own.run("Please save a note about the host channel.");
       assert.equal(result.status, "completed", JSON.stringify(result));
